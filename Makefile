@@ -1,0 +1,80 @@
+# Transformers do zero — os comandos do curso.
+#   make notebooks   executa todos os notebooks em ordem (papermill), regravando as saídas
+#   make test        testes do pacote tpt (pytest) + notebooks (nbval)
+#   make lab         abre o JupyterLab
+#   make bench       benchmarks contra as implementações do PyTorch
+#   make lint        ruff
+#   make spellcheck  ortografia (pt-BR) das células de texto, com hunspell
+#   make clean       apaga caches e o ambiente virtual
+# Cada alvo cria (ou atualiza) o ambiente .venv sozinho: basta ter python3.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.instalado
+
+# Na CI (CI definido) as versões vêm fixadas de constraints-ci.txt, com o torch de CPU.
+# Fora dela: `make test PIP_EXTRA="--extra-index-url https://download.pytorch.org/whl/cpu"`
+# instala um torch só de CPU; `make test CONSTRAINTS=constraints-ci.txt` força as versões da CI.
+CONSTRAINTS ?= $(if $(CI),constraints-ci.txt,)
+PIP_EXTRA   ?=
+PIP_FLAGS   := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),) $(PIP_EXTRA)
+
+# Estado do Jupyter, IPython e matplotlib vai para .cache/ do projeto, não para $HOME.
+CACHE := $(CURDIR)/.cache
+ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
+	JUPYTER_RUNTIME_DIR=$(CACHE)/jupyter/runtime \
+	IPYTHONDIR=$(CACHE)/ipython MPLCONFIGDIR=$(CACHE)/matplotlib \
+	TPT_CACHE_DIR=$(CACHE)/tpt OMP_NUM_THREADS=1 PYTHONHASHSEED=0 \
+	PYDEVD_DISABLE_FILE_VALIDATION=1
+
+# Testes: pytest do pacote + nbval dos notebooks, em 2 processos (um notebook inteiro
+# por processo: --dist loadscope).
+NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+XDIST ?= -n 2 --dist loadscope
+
+.PHONY: venv test test-tpt test-notebooks notebooks lab bench lint spellcheck clean constraints fork
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml constraints-ci.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(PIP_FLAGS) -r requirements.txt
+	$(PY) -m pip install -q $(PIP_FLAGS) --no-deps -e .
+	@touch $(STAMP)
+
+test: $(STAMP)
+	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) tests notebooks $(NBVAL_FLAGS) -q
+
+test-tpt: $(STAMP)
+	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) tests -q
+
+test-notebooks: $(STAMP)
+	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) notebooks $(NBVAL_FLAGS) -q
+
+notebooks: $(STAMP)
+	$(ISOLATED_ENV) $(PY) scripts/run_notebooks.py $(NB)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab notebooks
+
+bench: $(STAMP)
+	$(ISOLATED_ENV) $(PY) benchmarks/run.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tpt tests scripts benchmarks
+
+spellcheck: $(STAMP)
+	$(PY) scripts/spellcheck.py
+
+constraints: $(STAMP)
+	$(PY) scripts/freeze_constraints.py
+
+# Para quem publica um fork: make fork REPO=https://github.com/voce/seu-fork
+fork: $(STAMP)
+	$(PY) scripts/course_repo.py set $(REPO)
+
+clean:
+	rm -rf $(VENV) $(CACHE) .pytest_cache .ruff_cache build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,74 @@
+"""Executa os notebooks do curso em ordem com o papermill, regravando as saídas.
+
+    python scripts/run_notebooks.py                      # todos
+    python scripts/run_notebooks.py 03_atencao_produto_escalar.ipynb
+    python scripts/run_notebooks.py 08_encoder_decoder.ipynb -p train_seconds 120
+
+(`make notebooks` e `make notebooks NB=...` chamam este script.) Os metadados
+voláteis do papermill são removidos, de modo que rodar duas vezes seguidas não deixa
+diff no git. Se um notebook falhar, o original fica intacto e a versão com o erro vai
+para .cache/falhas/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import papermill
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from notebook_tools import NOTEBOOKS, ROOT, course_notebooks, normalize, read, write  # noqa: E402
+
+
+def _value(text: str):
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("notebooks", nargs="*", help="nomes em notebooks/ (padrão: todos)")
+    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("NOME", "VALOR"))
+    args = parser.parse_args(argv)
+
+    paths = [NOTEBOOKS / Path(n).name for n in args.notebooks] or course_notebooks()
+    for path in paths:
+        if not path.exists():
+            print(f"Notebook não encontrado: {path}", file=sys.stderr)
+            return 2
+    params = {name: _value(value) for name, value in args.p}
+    failures = ROOT / ".cache" / "falhas"
+    total = 0.0
+    for path in paths:
+        previous = read(path)
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / path.name
+            start = time.perf_counter()
+            try:
+                papermill.execute_notebook(
+                    str(path), str(out), parameters=params, kernel_name="python3",
+                    cwd=str(NOTEBOOKS), progress_bar=False,
+                )
+            except Exception as exc:  # o papermill grava o notebook com o erro
+                failures.mkdir(parents=True, exist_ok=True)
+                if out.exists():
+                    out.replace(failures / path.name)
+                print(f"FALHOU {path.name}: {type(exc).__name__}; veja {failures / path.name}")
+                return 1
+            elapsed = time.perf_counter() - start
+            total += elapsed
+            write(normalize(read(out), previous), path)
+        print(f"{path.name}: {elapsed:.1f} s")
+    print(f"total: {total:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
