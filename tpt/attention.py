@@ -1,0 +1,462 @@
+"""Atenção: produto escalar escalonado, cache de K/V e atenção multicabeça.
+
+Ver notebooks/03_atencao_produto_escalar.ipynb (a função explícita),
+notebooks/04_atencao_multicabeca.ipynb (``MultiHeadAttention``),
+notebooks/09_geracao.ipynb (``KVCache``) e notebooks/10_transformers_modernos.ipynb
+(GQA/MQA, RoPE, ALiBi e o caminho rápido).
+
+Convenção de máscaras (ver ``tpt.masks``): booleanas, ``True`` = BLOQUEADO.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tpt.masks import _check_bool, causal_mask, check_attn_mask, check_key_padding_mask, merge_masks
+from tpt.positional import RotaryEmbedding, alibi_bias
+
+__all__ = ["scaled_dot_product_attention", "KVCache", "MultiHeadAttention"]
+
+
+# --------------------------------------------------------------------------------------
+# 1. A versão explícita, linha a linha
+# --------------------------------------------------------------------------------------
+def scaled_dot_product_attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    attn_mask: Tensor | None = None,
+    *,
+    is_causal: bool = False,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+    bias: Tensor | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Atenção por produto escalar escalonado, escrita passo a passo.
+
+    ``query`` ``(..., t, d_k)``, ``key`` ``(..., s, d_k)``, ``value`` ``(..., s, d_v)``.
+    Devolve ``(saída (..., t, d_v), pesos (..., t, s))``.
+
+    1. scores = Q K^T * scale (``scale`` padrão ``1/sqrt(d_k)``), forma ``(..., t, s)``;
+    2. soma ``bias`` (viés aditivo float, por exemplo o ALiBi);
+    3. posições bloqueadas (``attn_mask`` com ``True`` = bloqueado, ou ``is_causal``)
+       recebem ``-inf``;
+    4. softmax sobre as CHAVES (``dim=-1``): cada linha de pesos soma 1;
+    5. saída = pesos @ V.
+
+    Uma linha inteiramente bloqueada daria NaN (softmax de só ``-inf``); aqui ela vira
+    pesos 0 e saída 0, sem NaN também no gradiente.
+
+    ``is_causal`` usa ``causal_mask(t, s)``: com ``s > t`` as consultas são as últimas
+    ``t`` posições (alinhamento do cache). ``F.scaled_dot_product_attention`` alinha pelo
+    canto superior esquerdo; as duas coincidem quando ``t == s``. Os pesos devolvidos
+    são os efetivamente usados (depois do dropout, como em ``nn.MultiheadAttention``).
+    """
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(
+            f"key e value devem ter o mesmo comprimento s, mas key tem forma "
+            f"{tuple(key.shape)} e value tem forma {tuple(value.shape)}."
+        )
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(
+            f"query e key devem ter a mesma largura d_k, mas query tem forma "
+            f"{tuple(query.shape)} e key tem forma {tuple(key.shape)}."
+        )
+    t, s = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / math.sqrt(query.shape[-1])
+
+    scores = query @ key.transpose(-2, -1) * scale  # (..., t, s)
+    if bias is not None:
+        scores = scores + bias  # (..., t, s)
+
+    if is_causal:
+        causal = causal_mask(t, s, device=query.device)  # (t, s)
+        attn_mask = causal if attn_mask is None else attn_mask | causal
+    if attn_mask is not None:
+        _check_bool(attn_mask, "attn_mask")
+        _check_broadcast(attn_mask, scores)
+        scores = scores.masked_fill(attn_mask, float("-inf"))  # (..., t, s)
+
+    # Linhas sem nenhuma chave visível: trocamos -inf por 0 antes do softmax (evita NaN
+    # na ida e na volta) e zeramos os pesos depois.
+    fully_masked = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., t, 1)
+    scores = scores.masked_fill(fully_masked, 0.0)
+    weights = torch.softmax(scores, dim=-1)  # (..., t, s)
+    weights = weights.masked_fill(fully_masked, 0.0)
+    if dropout_p > 0.0:
+        weights = F.dropout(weights, p=dropout_p)
+
+    return weights @ value, weights  # (..., t, d_v), (..., t, s)
+
+
+def _check_broadcast(mask: Tensor, scores: Tensor) -> None:
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores.shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores.shape:
+        raise ValueError(
+            f"attn_mask tem forma {tuple(mask.shape)}, que não faz broadcasting para a forma "
+            f"dos scores {tuple(scores.shape)} (..., t, s)."
+        )
+
+
+# --------------------------------------------------------------------------------------
+# 2. Cache de K/V para a geração
+# --------------------------------------------------------------------------------------
+class KVCache:
+    """Guarda K e V já projetados ``(b, h_kv, s, d_h)`` entre passos da geração.
+
+    * ``KVCache()`` (dinâmico): cada ``update(k, v)`` ACRESCENTA as novas posições ao
+      longo do eixo da sequência; ``len(cache)`` é o número de posições guardadas e é o
+      deslocamento (offset) das próximas posições.
+    * ``KVCache(static=True)``: preenchido UMA vez e reutilizado. Serve para a atenção
+      cruzada, em que K/V vêm da memória do codificador, que não muda durante a geração.
+
+    Memória: 2 x camadas x h_kv x d_h x tokens x b x bytes.
+    """
+
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
+        self.k: Tensor | None = None
+        self.v: Tensor | None = None
+
+    def __len__(self) -> int:
+        return 0 if self.k is None else self.k.shape[-2]
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Acrescenta ``k``, ``v`` ``(b, h_kv, s_novo, d_h)``; devolve K/V completos.
+
+        Os tensores devolvidos têm forma ``(b, h_kv, s, d_h)`` com ``s = len(cache)``.
+
+        Num cache estático já preenchido, nada é acrescentado: devolve o que está guardado.
+        """
+        if self.k is None or self.v is None:
+            self.k, self.v = k, v
+        elif not self.static:
+            if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
+                raise ValueError(
+                    f"KVCache: o cache guarda K de forma {tuple(self.k.shape)} (b, h_kv, s, d_h), "
+                    f"mas recebeu K de forma {tuple(k.shape)}; b, h_kv e d_h devem coincidir."
+                )
+            self.k = torch.cat([self.k, k], dim=-2)  # (b, h_kv, s + s_novo, d_h)
+            self.v = torch.cat([self.v, v], dim=-2)  # (b, h_kv, s + s_novo, d_h)
+        return self.k, self.v
+
+    def reset(self) -> None:
+        """Esvazia o cache (para começar uma nova sequência)."""
+        self.k = None
+        self.v = None
+
+    def __repr__(self) -> str:
+        shape = None if self.k is None else tuple(self.k.shape)
+        return f"KVCache(static={self.static}, len={len(self)}, k={shape})"
+
+
+def _fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    only_causal: bool,
+) -> Tensor:
+    """Caminho rápido: ``F.scaled_dot_product_attention`` (kernels fundidos).
+
+    ``q`` ``(b, h, t, d_h)``, ``k``/``v`` ``(b, h, s, d_h)``, ``mask`` booleana do tpt
+    (``True`` = bloqueado) ou ``None``, ``bias`` ``(h, t, s)`` ou ``None``. A função do
+    PyTorch usa a convenção oposta (``True`` = pode atender), daí o ``~mask``; um viés
+    vira uma máscara float aditiva com ``-inf`` nas posições bloqueadas. Linhas
+    totalmente bloqueadas dariam NaN ou lixo no kernel: liberamos essas linhas antes da
+    chamada e zeramos as saídas delas depois (o gradiente também fica limpo).
+    """
+    if only_causal:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+
+    fully_masked = None
+    if mask is not None:
+        fully_masked = mask.all(dim=-1, keepdim=True)  # (b|1, h|1, t, 1)
+        mask = mask & ~fully_masked  # (b|1, h|1, t, s): libera as linhas vazias
+    if bias is not None:
+        sdpa_mask = bias[None]  # (1, h, t, s): máscara float aditiva
+        if mask is not None:
+            sdpa_mask = sdpa_mask.masked_fill(mask, float("-inf"))  # (b|1, h, t, s)
+    else:
+        sdpa_mask = None if mask is None else ~mask  # True = pode atender
+
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
+    if fully_masked is not None:
+        out = out.masked_fill(fully_masked, 0.0)  # (b, h, t, d_h)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# 3. Atenção multicabeça (com GQA/MQA, cache, RoPE e ALiBi)
+# --------------------------------------------------------------------------------------
+class MultiHeadAttention(nn.Module):
+    """Atenção multicabeça com projeções separadas ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``.
+
+    ``embed_dim = d`` é dividido em ``num_heads = h`` cabeças de largura
+    ``head_dim = d_h = d / h``. Com ``num_kv_heads < num_heads`` (GQA; ``1`` = MQA),
+    cada cabeça de K/V serve ``h / h_kv`` cabeças de consulta: ``k_proj`` e ``v_proj``
+    produzem só ``h_kv * d_h`` colunas, e o cache de K/V encolhe na mesma proporção.
+
+    ``positional``: ``None``, ``"rope"`` (gira q e k depois da divisão em cabeças) ou
+    ``"alibi"`` (viés aditivo nos scores). ``fused=True`` usa
+    ``F.scaled_dot_product_attention`` quando os pesos não são pedidos.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        num_kv_heads: int | None = None,
+        *,
+        dropout: float = 0.0,
+        bias: bool = True,
+        fused: bool = True,
+        positional: str | None = None,
+        max_len: int = 4096,
+        rope_theta: float = 10000.0,
+    ) -> None:
+        super().__init__()
+        num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
+        if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
+            raise ValueError(
+                f"embed_dim={embed_dim}, num_heads={num_heads} e num_kv_heads={num_kv_heads} "
+                f"precisam ser positivos."
+            )
+        if embed_dim % num_heads != 0:
+            raise ValueError(
+                f"embed_dim={embed_dim} não é divisível por num_heads={num_heads}; "
+                f"cada cabeça precisa de embed_dim / num_heads dimensões inteiras."
+            )
+        if num_heads % num_kv_heads != 0:
+            raise ValueError(
+                f"num_heads={num_heads} não é divisível por num_kv_heads={num_kv_heads}; "
+                f"cada cabeça de K/V precisa servir o mesmo número de cabeças de consulta."
+            )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout={dropout} deve estar no intervalo [0, 1).")
+        if positional not in (None, "rope", "alibi"):
+            raise ValueError(f"positional={positional!r} inválido; use None, 'rope' ou 'alibi'.")
+
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.num_kv_heads = num_kv_heads
+        self.head_dim = embed_dim // num_heads
+        self.dropout = dropout
+        self.fused = fused
+        self.positional = positional
+        self.max_len = max_len
+
+        kv_dim = num_kv_heads * self.head_dim
+        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
+        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
+        self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
+        self.rope = (
+            RotaryEmbedding(self.head_dim, max_len=max_len, theta=rope_theta)
+            if positional == "rope"
+            else None
+        )
+
+    # ----------------------------------------------------------------------------------
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        *,
+        attn_mask: Tensor | None = None,
+        key_padding_mask: Tensor | None = None,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        cache: KVCache | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``query`` ``(b, t, d)``, ``key``/``value`` ``(b, s, d)`` -> ``(saída (b, t, d), pesos)``.
+
+        ``key`` padrão = ``query`` (autoatenção), ``value`` padrão = ``key``. Os pesos
+        ``(b, h, t, s)`` são por cabeça (sem média) e só vêm quando ``need_weights=True``.
+
+        Com ``cache`` dinâmico, ``s`` conta também as posições guardadas e as novas posições
+        começam em ``len(cache)``: a máscara causal, o RoPE e o ALiBi usam posições
+        absolutas. ``attn_mask`` então tem forma ``(t, s)`` e ``key_padding_mask``
+        ``(b, s)`` com ``s = len(cache) + s_novo``. Com cache estático já preenchido,
+        ``key``/``value`` são ignorados e K/V vêm do cache.
+
+        Diferença em relação a ``nn.MultiheadAttention``: uma ``attn_mask`` 3-D aqui é
+        ``(b, t, s)`` (lá é ``(b * h, t, s)``); use ``(b, h, t, s)`` para máscaras por cabeça.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        b, t, s_new = self._check_inputs(query, key, value)
+
+        reuse_static = cache is not None and cache.static and len(cache) > 0
+        offset = len(cache) if cache is not None and not cache.static else 0
+        s = len(cache) if reuse_static else offset + s_new
+        self._check_cache(cache, b, t, offset)
+        check_attn_mask(attn_mask, t, s, batch_size=b, num_heads=self.num_heads)
+        check_key_padding_mask(key_padding_mask, b, s)
+        if is_causal and s < t:
+            raise ValueError(
+                f"is_causal=True exige s >= t (as consultas são as últimas t posições), "
+                f"mas t={t} e s={s}."
+            )
+
+        # Projeta UMA vez e divide em cabeças: (b, t, d) -> (b, t, h, d_h) -> (b, h, t, d_h).
+        q = self.q_proj(query).view(b, t, self.num_heads, self.head_dim)  # (b, t, h, d_h)
+        q = q.transpose(1, 2)  # (b, h, t, d_h)
+        if self.rope is not None:
+            q = self.rope(q, offset=offset)  # (b, h, t, d_h)
+
+        if reuse_static:
+            k, v = cache.k, cache.v  # (b, h_kv, s, d_h)
+        else:
+            # K e V usam o SEU comprimento s_novo (na atenção cruzada, s != t).
+            h_kv, d_h = self.num_kv_heads, self.head_dim
+            k = self.k_proj(key).view(b, s_new, h_kv, d_h)  # (b, s, h_kv, d_h)
+            v = self.v_proj(value).view(b, s_new, h_kv, d_h)  # (b, s, h_kv, d_h)
+            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (b, h_kv, s, d_h)
+            if self.rope is not None:
+                k = self.rope(k, offset=offset)  # (b, h_kv, s, d_h)
+            if cache is not None:
+                k, v = cache.update(k, v)  # (b, h_kv, len(cache), d_h)
+
+        # GQA/MQA: cada cabeça de K/V serve h / h_kv cabeças de consulta vizinhas.
+        group = self.num_heads // self.num_kv_heads
+        if group > 1:
+            k = k.repeat_interleave(group, dim=1)  # (b, h, s, d_h)
+            v = v.repeat_interleave(group, dim=1)  # (b, h, s, d_h)
+
+        mask = merge_masks(
+            attn_mask, key_padding_mask, is_causal=is_causal, t=t, s=s, device=query.device
+        )  # (b|1, h|1, t, s) ou None
+        bias = None
+        if self.positional == "alibi":
+            bias = alibi_bias(self.num_heads, t, s, device=query.device, dtype=q.dtype)  # (h, t, s)
+        dropout_p = self.dropout if self.training else 0.0
+
+        if need_weights or not self.fused:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, dropout_p=dropout_p, bias=bias
+            )  # (b, h, t, d_h), (b, h, t, s)
+        else:
+            # Só a máscara causal quadrada? Então o kernel a gera sozinho (o caso mais rápido).
+            only_causal = is_causal and t == s and bias is None
+            only_causal = only_causal and attn_mask is None and key_padding_mask is None
+            out = _fused_attention(q, k, v, mask, bias, dropout_p, only_causal)  # (b, h, t, d_h)
+            weights = None
+
+        # Junta as cabeças: (b, h, t, d_h) -> (b, t, h, d_h) -> (b, t, d).
+        out = out.transpose(1, 2).reshape(b, t, self.embed_dim)  # (b, t, d)
+        return self.out_proj(out), (weights if need_weights else None)
+
+    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name} deve ser um torch.Tensor, mas recebeu {type(x).__name__}.")
+            if x.dim() != 3:
+                hint = " (para uma única sequência, use x.unsqueeze(0))" if x.dim() == 2 else ""
+                raise ValueError(
+                    f"{name} deve ter 3 dimensões (b, t, d), batch primeiro, mas tem forma "
+                    f"{tuple(x.shape)}{hint}."
+                )
+            if x.shape[-1] != self.embed_dim:
+                raise ValueError(
+                    f"{name} tem largura {x.shape[-1]} (forma {tuple(x.shape)}), mas "
+                    f"embed_dim={self.embed_dim}."
+                )
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key e value devem ter o mesmo tamanho de lote b, mas têm formas "
+                f"{tuple(query.shape)}, {tuple(key.shape)} e {tuple(value.shape)}."
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"key e value devem ter o mesmo comprimento s, mas key tem forma "
+                f"{tuple(key.shape)} e value tem forma {tuple(value.shape)}."
+            )
+        return query.shape[0], query.shape[1], key.shape[1]
+
+    def _check_cache(self, cache: KVCache | None, b: int, t: int, offset: int) -> None:
+        if cache is None:
+            return
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache deve ser um KVCache, mas recebeu {type(cache).__name__}.")
+        if cache.static and self.positional is not None:
+            raise ValueError(
+                f"Um cache estático (atenção cruzada) não combina com positional="
+                f"{self.positional!r}: as posições das chaves vêm de outra sequência."
+            )
+        if cache.k is not None and cache.k.shape[0] != b:
+            raise ValueError(
+                f"O cache guarda um lote de tamanho {cache.k.shape[0]}, mas a entrada tem b={b}; "
+                f"use cache.reset() ao começar um novo lote."
+            )
+        if self.rope is not None and offset + t > self.max_len:
+            raise ValueError(
+                f"Com o cache, as posições vão até len(cache) + t = {offset} + {t} = {offset + t}, "
+                f"mas max_len={self.max_len} (tabela do RoPE). Crie o módulo com max_len maior."
+            )
+
+    # ----------------------------------------------------------------------------------
+    @classmethod
+    def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
+        """Cria uma ``MultiHeadAttention`` com os pesos e ajustes de ``nn.MultiheadAttention``.
+
+        ``in_proj_weight`` ``(3d, d)`` é dividido em ``q_proj``, ``k_proj``, ``v_proj``;
+        os vieses, ``out_proj``, ``dropout`` e o modo (treino/avaliação) são copiados. O
+        módulo do tpt é sempre batch primeiro, qualquer que seja ``mha.batch_first``.
+        """
+        if not isinstance(mha, nn.MultiheadAttention):
+            raise TypeError(
+                f"from_torch espera nn.MultiheadAttention, mas recebeu {type(mha).__name__}."
+            )
+        d = mha.embed_dim
+        if not mha._qkv_same_embed_dim:
+            raise ValueError(
+                f"nn.MultiheadAttention com kdim={mha.kdim} e vdim={mha.vdim} diferentes de "
+                f"embed_dim={d} não é suportada: o tpt projeta key e value a partir de embed_dim."
+            )
+        if mha.bias_k is not None or mha.bias_v is not None:
+            raise ValueError(
+                "nn.MultiheadAttention com add_bias_kv=True (bias_k/bias_v) não é suportada "
+                "pelo tpt."
+            )
+        if mha.add_zero_attn:
+            raise ValueError(
+                "nn.MultiheadAttention com add_zero_attn=True não é suportada pelo tpt."
+            )
+
+        has_bias = mha.in_proj_bias is not None
+        new = cls(d, mha.num_heads, dropout=mha.dropout, bias=has_bias)
+        weight = mha.in_proj_weight
+        new = new.to(device=weight.device, dtype=weight.dtype)
+        with torch.no_grad():
+            w_q, w_k, w_v = weight.chunk(3, dim=0)  # 3 x (d, d)
+            new.q_proj.weight.copy_(w_q)
+            new.k_proj.weight.copy_(w_k)
+            new.v_proj.weight.copy_(w_v)
+            new.out_proj.weight.copy_(mha.out_proj.weight)
+            if has_bias:
+                b_q, b_k, b_v = mha.in_proj_bias.chunk(3, dim=0)  # 3 x (d,)
+                new.q_proj.bias.copy_(b_q)
+                new.k_proj.bias.copy_(b_k)
+                new.v_proj.bias.copy_(b_v)
+                new.out_proj.bias.copy_(mha.out_proj.bias)
+        new.train(mha.training)
+        return new
+
+    def extra_repr(self) -> str:
+        return (
+            f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+            f"num_kv_heads={self.num_kv_heads}, dropout={self.dropout}, fused={self.fused}, "
+            f"positional={self.positional!r}"
+        )
