@@ -1,0 +1,41 @@
+"""Dados do curso: números por extenso, o corpus de português e um baixador opcional.
+
+- `tpt.data.numbers`: números -> palavras em português do Brasil e a tarefa seq2seq
+  (notebooks/08_encoder_decoder.ipynb e 09_geracao.ipynb).
+- `tpt.data.corpus`: os textos originais que vêm com o pacote (notebooks/01_tokens.ipynb
+  e 09_geracao.ipynb). Não precisa de internet.
+- `tpt.data.download`: baixa, confere (sha256) e guarda em cache um texto maior de
+  domínio público, para quem quiser ir além do corpus embutido.
+"""
+
+from __future__ import annotations
+
+from tpt.data.corpus import corpus_splits, corpus_stats, load_corpus
+from tpt.data.download import default_cache_dir, download_text, file_sha256
+from tpt.data.numbers import (
+    MAX_NUMBER,
+    NumbersDataset,
+    NumberVocab,
+    collate_numbers,
+    make_number_splits,
+    number_batches,
+    number_to_tokens,
+    number_to_words,
+)
+
+__all__ = [
+    "MAX_NUMBER",
+    "NumberVocab",
+    "NumbersDataset",
+    "collate_numbers",
+    "corpus_splits",
+    "corpus_stats",
+    "default_cache_dir",
+    "download_text",
+    "file_sha256",
+    "load_corpus",
+    "make_number_splits",
+    "number_batches",
+    "number_to_tokens",
+    "number_to_words",
+]
