@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 papermill.execute_notebook(
                     str(path), str(out), parameters=params, kernel_name="python3",
-                    cwd=str(NOTEBOOKS), progress_bar=False,
+                    cwd=str(NOTEBOOKS), progress_bar=False, coalesce_streams=True,
                 )
             except Exception as exc:  # o papermill grava o notebook com o erro
                 failures.mkdir(parents=True, exist_ok=True)

@@ -5,7 +5,8 @@
 Precisa de `hunspell` e do dicionário pt_BR (Debian/Ubuntu:
 `apt-get install hunspell hunspell-pt-br`). Termos técnicos aceitos ficam em
 scripts/spell_allowlist.txt (uma palavra por linha). Código, fórmulas LaTeX,
-endereços e tags HTML são ignorados.
+endereços, tags HTML, trechos em itálico (termos estrangeiros) e a
+lista de leituras (\"Para saber mais\") são ignorados.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWLIST = Path(__file__).with_name("spell_allowlist.txt")
 
 STRIP = [
+    re.compile(r"<!-- ortografia: desligada -->.*?<!-- ortografia: ligada -->", re.S),
     re.compile(r"```.*?```", re.S),          # blocos de código
     re.compile(r"`[^`]*`"),                  # código em linha
     re.compile(r"\$\$.*?\$\$", re.S),        # LaTeX em bloco
@@ -30,6 +32,7 @@ STRIP = [
     re.compile(r"https?://\S+"),             # endereços
     re.compile(r"\]\([^)]*\)"),              # alvo de links markdown
     re.compile(r"<[^>]+>"),                  # tags HTML
+    re.compile(r"(?<![*\w])\*[^*\n]+\*(?!\*)"),  # itálico: termos estrangeiros, por convenção
 ]
 
 
@@ -43,7 +46,12 @@ def texts() -> dict[str, str]:
     found = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8")}
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
-        found[path.name] = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        found[path.name] = "\n".join(
+            c.source
+            for c in nb.cells
+            # "Para saber mais" lista títulos de artigos, quase todos em inglês.
+            if c.cell_type == "markdown" and not c.source.startswith("## Para saber mais")
+        )
     return found
 
 

@@ -8,8 +8,8 @@ notebooks/08_encoder_decoder.ipynb (curvas de perda).
 
 Todas as funções aceitam tensores do PyTorch (em qualquer dispositivo, com ou sem
 gradiente) ou arrays do numpy, DEVOLVEM a ``Figure`` e não chamam ``plt.show()``.
-No notebook, termine a célula com ``plt.show()`` ou com ``;`` para a figura aparecer
-uma vez só.
+No notebook, termine a célula com ``plt.show()`` para a figura aparecer uma vez só
+(e sem a representação em texto da ``Figure`` como saída).
 """
 
 from __future__ import annotations
