@@ -30,7 +30,8 @@ def current() -> str:
 
 def derived_files() -> list[Path]:
     """Arquivos que contêm o endereço (além de tpt/version.py)."""
-    return [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "notebooks").glob("*.ipynb"))]
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    return [ROOT / "README.md", ROOT / "pyproject.toml", *notebooks]
 
 
 def _forms(url: str) -> list[str]:
@@ -52,7 +53,7 @@ def set_repository(new: str) -> list[Path]:
             continue
         text = path.read_text(encoding="utf-8")
         updated = text
-        for old_form, new_form in zip(_forms(old), _forms(new)):
+        for old_form, new_form in zip(_forms(old), _forms(new), strict=True):
             updated = updated.replace(old_form, new_form)
         if updated != text:
             path.write_text(updated, encoding="utf-8")
@@ -63,7 +64,7 @@ def set_repository(new: str) -> list[Path]:
 def check() -> list[str]:
     """Lista os problemas: notebooks sem selo/instalação apontando para o endereço atual."""
     url = current()
-    colab, = _forms(url)[1:]
+    (colab,) = _forms(url)[1:]
     problems = []
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         text = path.read_text(encoding="utf-8")

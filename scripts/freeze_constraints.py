@@ -16,7 +16,9 @@ HEADER = [
 
 freeze = subprocess.run(
     [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-    check=True, capture_output=True, text=True,
+    check=True,
+    capture_output=True,
+    text=True,
 ).stdout.splitlines()
 lines = [line for line in freeze if line and not line.startswith(("-e", "tpt"))]
 if not any(line.startswith("torch==") and "+cpu" in line for line in lines):

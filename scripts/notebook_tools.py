@@ -69,6 +69,27 @@ def is_volatile(cell) -> bool:
     )
 
 
+def merge_streams(outputs: list) -> list:
+    """Junta saídas de texto vizinhas do mesmo fluxo (stdout/stderr).
+
+    O kernel às vezes divide um mesmo ``print`` em pedaços (o texto é enviado em
+    intervalos de tempo), em lugares diferentes a cada execução.
+    """
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (
+            out.get("output_type") == "stream"
+            and prev is not None
+            and prev.get("output_type") == "stream"
+            and prev.get("name") == out.get("name")
+        ):
+            prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
+
+
 def normalize(nb, previous=None):
     """Remove metadados voláteis do papermill e reaproveita saídas equivalentes.
 
@@ -93,6 +114,7 @@ def normalize(nb, previous=None):
             cell.id = "injected-parameters"
         if cell.cell_type != "code":
             continue
+        cell.outputs = merge_streams(cell.outputs)
         old = old_cells.get(cell.get("id"))
         if old is None or old.cell_type != "code" or old.source != cell.source:
             continue

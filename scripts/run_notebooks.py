@@ -53,8 +53,13 @@ def main(argv: list[str] | None = None) -> int:
             start = time.perf_counter()
             try:
                 papermill.execute_notebook(
-                    str(path), str(out), parameters=params, kernel_name="python3",
-                    cwd=str(NOTEBOOKS), progress_bar=False, coalesce_streams=True,
+                    str(path),
+                    str(out),
+                    parameters=params,
+                    kernel_name="python3",
+                    cwd=str(NOTEBOOKS),
+                    progress_bar=False,
+                    coalesce_streams=True,
                 )
             except Exception as exc:  # o papermill grava o notebook com o erro
                 failures.mkdir(parents=True, exist_ok=True)

@@ -24,14 +24,14 @@ ALLOWLIST = Path(__file__).with_name("spell_allowlist.txt")
 
 STRIP = [
     re.compile(r"<!-- ortografia: desligada -->.*?<!-- ortografia: ligada -->", re.S),
-    re.compile(r"```.*?```", re.S),          # blocos de código
-    re.compile(r"`[^`]*`"),                  # código em linha
-    re.compile(r"\$\$.*?\$\$", re.S),        # LaTeX em bloco
-    re.compile(r"\$[^$]*\$"),                # LaTeX em linha
+    re.compile(r"```.*?```", re.S),  # blocos de código
+    re.compile(r"`[^`]*`"),  # código em linha
+    re.compile(r"\$\$.*?\$\$", re.S),  # LaTeX em bloco
+    re.compile(r"\$[^$]*\$"),  # LaTeX em linha
     re.compile(r"\\\(.*?\\\)", re.S),
-    re.compile(r"https?://\S+"),             # endereços
-    re.compile(r"\]\([^)]*\)"),              # alvo de links markdown
-    re.compile(r"<[^>]+>"),                  # tags HTML
+    re.compile(r"https?://\S+"),  # endereços
+    re.compile(r"\]\([^)]*\)"),  # alvo de links markdown
+    re.compile(r"<[^>]+>"),  # tags HTML
     re.compile(r"(?<![*\w])\*[^*\n]+\*(?!\*)"),  # itálico: termos estrangeiros, por convenção
 ]
 
@@ -58,7 +58,10 @@ def texts() -> dict[str, str]:
 def unknown_words(text: str) -> list[str]:
     result = subprocess.run(
         ["hunspell", "-d", "pt_BR", "-p", str(ALLOWLIST), "-l"],
-        input=clean(text), capture_output=True, text=True, check=True,
+        input=clean(text),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return sorted(set(result.stdout.split()))
 
@@ -71,7 +74,8 @@ def main() -> int:
     for name, text in texts().items():
         words = unknown_words(text)
         total += len(words)
-        print(f"{name}: {len(words)} palavra(s) desconhecida(s)" + (": " + ", ".join(words) if words else ""))
+        listed = ": " + ", ".join(words) if words else ""
+        print(f"{name}: {len(words)} palavra(s) desconhecida(s){listed}")
     return 1 if total else 0
 
 

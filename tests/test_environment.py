@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
 
+import pytest
+
 import tpt
+
+# tomllib é da biblioteca padrão a partir do Python 3.11.
+tomllib = pytest.importorskip("tomllib")
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +71,11 @@ def test_versions_agree():
 
 def test_ci_runs_the_readme_test_command():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    commands = [ln for ln in ci.splitlines() if ln.strip() and not ln.startswith(("#", "set ", "cd ", "export "))]
+    commands = [
+        ln
+        for ln in ci.splitlines()
+        if ln.strip() and not ln.startswith(("#", "set ", "cd ", "export "))
+    ]
     assert commands == ["make test"]
     assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -1,4 +1,4 @@
-"""Atenção: produto escalar escalonado, cache de K/V e atenção multicabeça.
+"""Atenção: produto escalar com escala, cache de K/V e atenção multicabeça.
 
 Ver notebooks/03_atencao_produto_escalar.ipynb (a função explícita),
 notebooks/04_atencao_multicabeca.ipynb (``MultiHeadAttention``),
@@ -36,7 +36,7 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Atenção por produto escalar escalonado, escrita passo a passo.
+    """Atenção por produto escalar com escala, escrita passo a passo.
 
     ``query`` ``(..., t, d_k)``, ``key`` ``(..., s, d_k)``, ``value`` ``(..., s, d_v)``.
     Devolve ``(saída (..., t, d_v), pesos (..., t, s))``.
