@@ -40,6 +40,7 @@ def test_every_notebook_starts_with_the_same_colab_cell():
 
 
 def _local_git_repo(dest: Path) -> str:
+    dest.mkdir(parents=True)
     for rel in ["pyproject.toml", "README.md", "tpt"]:
         src = ROOT / rel
         if src.is_dir():
