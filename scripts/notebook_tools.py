@@ -62,9 +62,18 @@ def _sanitized_outputs(outputs: list, patterns, *, ignore_images: bool) -> list:
 
 
 def is_volatile(cell) -> bool:
-    """A célula tem saída marcada como variável (o nbval não a compara)."""
+    """A célula tem saída marcada como variável (o nbval não a compara).
+
+    Mesma regra do nbval: o marcador precisa estar SOZINHO num comentário
+    (``# NBVAL_IGNORE_OUTPUT``); texto depois dele desliga o marcador.
+    """
     tags = cell.get("metadata", {}).get("tags", [])
-    return any(m in cell.source for m in IGNORE_MARKERS) or any(
+    comments = {
+        line.strip().lstrip("#").strip()
+        for line in cell.source.splitlines()
+        if line.strip().startswith("#")
+    }
+    return bool(comments & set(IGNORE_MARKERS)) or any(
         t in tags for t in ("nbval-ignore-output", "nbval-skip")
     )
 

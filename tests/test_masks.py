@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tpt.attention import MultiHeadAttention
 from tpt.masks import (
     causal_mask,
     check_attn_mask,
@@ -121,3 +122,22 @@ def test_check_key_padding_mask_errors():
     with pytest.raises(ValueError, match=r"linha\(s\) \[1\].*convenção invertida"):
         check_key_padding_mask(lengths_as_valid, 2, 3)
     check_key_padding_mask(padding_mask([3, 1]), 2, 3)  # válida: não levanta
+
+
+def test_cross_attention_mask_may_block_its_diagonal():
+    # Na atenção cruzada (t == s por acaso) bloquear a "diagonal" é legítimo.
+    t = 3
+    mask = torch.eye(t, dtype=torch.bool)
+    check_attn_mask(mask, t, t, self_attention=False)
+    mha = MultiHeadAttention(8, 2)
+    x, memory = torch.randn(1, t, 8), torch.randn(1, t, 8)
+    out, _ = mha(x, memory, attn_mask=mask)
+    assert torch.isfinite(out).all()
+    with pytest.raises(ValueError, match="diagonal inteira"):
+        mha(x, attn_mask=mask)  # na autoatenção continua suspeito
+
+
+def test_all_pad_row_message_mentions_empty_sequence():
+    mask = torch.tensor([[False, False], [True, True]])
+    with pytest.raises(ValueError, match=r"linha\(s\) \[1\].*vazias"):
+        check_key_padding_mask(mask, 2, 2)

@@ -294,6 +294,7 @@ class MultiHeadAttention(nn.Module):
         Diferença em relação a ``nn.MultiheadAttention``: uma ``attn_mask`` 3-D aqui é
         ``(b, t, s)`` (lá é ``(b * h, t, s)``); use ``(b, h, t, s)`` para máscaras por cabeça.
         """
+        self_attention = key is None or key is query
         key = query if key is None else key
         value = key if value is None else value
         b, t, s_new = self._check_inputs(query, key, value)
@@ -302,7 +303,9 @@ class MultiHeadAttention(nn.Module):
         offset = len(cache) if cache is not None and not cache.static else 0
         s = len(cache) if reuse_static else offset + s_new
         self._check_cache(cache, b, t, offset)
-        check_attn_mask(attn_mask, t, s, batch_size=b, num_heads=self.num_heads)
+        check_attn_mask(
+            attn_mask, t, s, batch_size=b, num_heads=self.num_heads, self_attention=self_attention
+        )
         check_key_padding_mask(key_padding_mask, b, s)
         if is_causal and s < t:
             raise ValueError(

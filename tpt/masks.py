@@ -189,13 +189,16 @@ def check_attn_mask(
     *,
     batch_size: int | None = None,
     num_heads: int | None = None,
+    self_attention: bool = True,
 ) -> None:
     """Valida ``attn_mask``: booleana, forma ``(t, s)``, ``(b, t, s)`` ou ``(b, h, t, s)``.
 
     Dimensões iguais a 1 são aceitas (broadcasting). ``batch_size`` e ``num_heads``,
     quando informados, também são conferidos. Levanta ``TypeError`` para dtype não
-    booleano e ``ValueError`` para forma errada ou para uma máscara quadrada cuja
-    diagonal está toda bloqueada (sinal de convenção invertida).
+    booleano e ``ValueError`` para forma errada ou, na autoatenção
+    (``self_attention=True``), para uma máscara quadrada cuja diagonal está toda
+    bloqueada (sinal de convenção invertida). Na atenção cruzada a diagonal não tem
+    significado especial e não é conferida.
     """
     if mask is None:
         return
@@ -217,7 +220,7 @@ def check_attn_mask(
                 f"attn_mask tem forma {tuple(mask.shape)}, mas deveria ter forma {expected_text} "
                 f"(t = comprimento das consultas, s = comprimento das chaves)."
             )
-    if t == s and mask.shape[-2:] == (t, s) and t > 0:
+    if self_attention and t == s and mask.shape[-2:] == (t, s) and t > 0:
         diagonal = mask.diagonal(dim1=-2, dim2=-1)  # (..., t)
         if bool(diagonal.all(dim=-1).any()):
             raise ValueError(
@@ -245,6 +248,8 @@ def check_key_padding_mask(mask: Tensor | None, b: int, s: int) -> None:
         if bool(all_pad.any()):
             rows = all_pad.nonzero().flatten().tolist()
             raise ValueError(
-                f"key_padding_mask tem linha(s) {rows} inteiramente True (só <pad>). "
+                f"key_padding_mask tem linha(s) {rows} inteiramente True: nenhuma chave "
+                f"visível. Ou essas sequências estão vazias (só <pad>; retire-as do lote), "
+                f"ou a máscara está invertida. "
                 + _inverted_hint("key_padding_mask")
             )

@@ -1,0 +1,151 @@
+"""tpt — o pacote de apoio do curso "Transformers do zero".
+
+Um módulo por conceito, na ordem dos notebooks:
+
+=======================  ===============================================
+módulo                   notebook
+=======================  ===============================================
+``tpt.device``           todos (``get_device``, ``seed_everything``)
+``tpt.tokenizer``        01_tokens
+``tpt.embedding``        02_embeddings
+``tpt.attention``        03_atencao_produto_escalar, 04_atencao_multicabeca
+``tpt.positional``       05_codificacao_posicional (RoPE e ALiBi: 10)
+``tpt.masks``            06_mascaras
+``tpt.norms``            07_blocos (LayerNorm; RMSNorm: 10)
+``tpt.feedforward``      07_blocos (SwiGLU: 10)
+``tpt.layers``           07_blocos, 08_encoder_decoder
+``tpt.model``            08_encoder_decoder, 09_geracao
+``tpt.train``            08_encoder_decoder, 09_geracao
+``tpt.generation``       09_geracao
+``tpt.data``             dados do curso (números por extenso, corpus)
+``tpt.plot``             figuras de todos os notebooks
+=======================  ===============================================
+
+Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
+``True`` = posição BLOQUEADA (a mesma de ``nn.MultiheadAttention``).
+"""
+
+from __future__ import annotations
+
+from tpt import plot, version
+from tpt.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from tpt.data import (
+    NumbersDataset,
+    NumberVocab,
+    collate_numbers,
+    corpus_splits,
+    corpus_stats,
+    download_text,
+    load_corpus,
+    make_number_splits,
+    number_batches,
+    number_to_words,
+)
+from tpt.device import get_device, seed_everything
+from tpt.embedding import TokenEmbedding
+from tpt.feedforward import FeedForward
+from tpt.generation import beam_search, generate, generate_text, greedy_decode
+from tpt.layers import DecoderLayer, EncoderLayer
+from tpt.masks import causal_mask, merge_masks, padding_mask
+from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
+from tpt.norms import LayerNorm, RMSNorm
+from tpt.positional import (
+    LearnedPositionalEmbedding,
+    RotaryEmbedding,
+    SinusoidalPositionalEncoding,
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    pe_rotation,
+    sinusoidal_encoding,
+)
+from tpt.tokenizer import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    BPETokenizer,
+    CharTokenizer,
+)
+from tpt.train import (
+    evaluate_loss,
+    lm_batches,
+    lm_loss,
+    load_checkpoint,
+    lr_schedule,
+    save_checkpoint,
+    seq2seq_loss,
+    train,
+)
+from tpt.version import __version__, check_version
+
+__all__ = [
+    "__version__",
+    "check_version",
+    "version",
+    "plot",
+    # dispositivo
+    "get_device",
+    "seed_everything",
+    # tokens e embeddings
+    "SPECIAL_TOKENS",
+    "PAD_ID",
+    "BOS_ID",
+    "EOS_ID",
+    "UNK_ID",
+    "CharTokenizer",
+    "BPETokenizer",
+    "TokenEmbedding",
+    # atenção e máscaras
+    "scaled_dot_product_attention",
+    "MultiHeadAttention",
+    "KVCache",
+    "causal_mask",
+    "padding_mask",
+    "merge_masks",
+    # posições
+    "sinusoidal_encoding",
+    "pe_rotation",
+    "SinusoidalPositionalEncoding",
+    "LearnedPositionalEmbedding",
+    "RotaryEmbedding",
+    "apply_rope",
+    "alibi_slopes",
+    "alibi_bias",
+    # blocos e modelos
+    "LayerNorm",
+    "RMSNorm",
+    "FeedForward",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+    "TransformerConfig",
+    "Transformer",
+    "GPTConfig",
+    "GPT",
+    # dados, treino e geração
+    "number_to_words",
+    "NumberVocab",
+    "NumbersDataset",
+    "make_number_splits",
+    "collate_numbers",
+    "number_batches",
+    "load_corpus",
+    "corpus_splits",
+    "corpus_stats",
+    "download_text",
+    "train",
+    "evaluate_loss",
+    "seq2seq_loss",
+    "lm_loss",
+    "lm_batches",
+    "lr_schedule",
+    "save_checkpoint",
+    "load_checkpoint",
+    "generate",
+    "generate_text",
+    "greedy_decode",
+    "beam_search",
+]
