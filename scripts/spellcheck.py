@@ -32,7 +32,7 @@ STRIP = [
     re.compile(r"https?://\S+"),  # endereços
     re.compile(r"\]\([^)]*\)"),  # alvo de links markdown
     re.compile(r"<[^>]+>"),  # tags HTML
-    re.compile(r"(?<![*\w])\*[^*\n]+\*(?!\*)"),  # itálico: termos estrangeiros, por convenção
+    re.compile(r"(?<![*\w])\*[^*]+?\*(?!\*)"),  # itálico: termos estrangeiros, por convenção
 ]
 
 
