@@ -43,6 +43,10 @@ if str(ROOT) not in sys.path:  # roda também sem o pacote instalado
 import tpt  # noqa: E402
 from tpt.train import lm_loss, seq2seq_loss  # noqa: E402
 
+# As mesmas utilidades de formatação e de descrição da máquina do make bench.
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from run import _cpu_model, _fmt, _load  # noqa: E402
+
 RESULTS_FILE = ROOT / "benchmarks" / "results" / "resultados_cpu.md"
 MAX_WORDS = 11
 """Maior número de palavras de um n < 10^6 ("cento e vinte e um mil cento e vinte e um")."""
@@ -51,28 +55,6 @@ MAX_WORDS = 11
 # --------------------------------------------------------------------------------------
 # Utilidades
 # --------------------------------------------------------------------------------------
-def _fmt(x: float, digits: int = 2) -> str:
-    """Número com vírgula decimal (pt-BR)."""
-    return f"{x:,.{digits}f}".replace(",", "_").replace(".", ",").replace("_", ".")
-
-
-def _load() -> str:
-    try:
-        return " / ".join(_fmt(x, 2) for x in os.getloadavg())
-    except (AttributeError, OSError):
-        return "indisponível"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _header() -> list[str]:
     return [
         f"- CPU: {_cpu_model()} ({os.cpu_count()} núcleos lógicos), "
