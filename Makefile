@@ -50,8 +50,9 @@ test: $(STAMP)
 test-tpt: $(STAMP)
 	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) tests -q
 
+# make test-notebooks NB=06_mascaras.ipynb confere um notebook só.
 test-notebooks: $(STAMP)
-	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) notebooks $(NBVAL_FLAGS) -q
+	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
 
 notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) scripts/run_notebooks.py $(NB)

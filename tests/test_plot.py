@@ -146,12 +146,12 @@ def test_plot_heatmap_generic():
     assert _labels(ax.get_xticklabels()) == ["a", "b", "c"]
     assert ax.get_images()[0].get_clim() == (-1.0, 1.0)
     assert [text.get_text() for text in ax.texts] == [
-        "1.00",
-        "0.50",
-        "-0.20",
-        "0.50",
-        "1.00",
-        "0.10",
+        "1,00",
+        "0,50",
+        "-0,20",
+        "0,50",
+        "1,00",
+        "0,10",
     ]
     with pytest.raises(ValueError, match=r"xticklabels tem 2 rótulos, mas a matriz tem 3"):
         plot_heatmap(matrix, xticklabels=["a", "b"])

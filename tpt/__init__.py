@@ -19,6 +19,7 @@ módulo                   notebook
 ``tpt.generation``       09_geracao
 ``tpt.data``             dados do curso (números por extenso, corpus)
 ``tpt.plot``             figuras de todos os notebooks
+``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -49,6 +50,7 @@ from tpt.layers import DecoderLayer, EncoderLayer
 from tpt.masks import causal_mask, merge_masks, padding_mask
 from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
 from tpt.norms import LayerNorm, RMSNorm
+from tpt.numfmt import compare, fmt, fmt_bytes
 from tpt.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -85,6 +87,10 @@ __all__ = [
     "check_version",
     "version",
     "plot",
+    # números em pt-BR e conferências de igualdade
+    "fmt",
+    "fmt_bytes",
+    "compare",
     # dispositivo
     "get_device",
     "seed_everything",

@@ -23,6 +23,9 @@ import torch
 from matplotlib.axes import Axes
 from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
+
+from tpt.numfmt import to_brazilian
 
 __all__ = [
     "plot_heatmap",
@@ -30,6 +33,8 @@ __all__ = [
     "plot_attention_heads",
     "plot_positional_encoding",
     "plot_loss_curves",
+    "BrazilianFormatter",
+    "brazilian_axes",
 ]
 
 # Larguras máximas (polegadas) para caber numa coluna de notebook.
@@ -87,6 +92,32 @@ def _check_labels(labels: Sequence[Any] | None, size: int, name: str, axis: str)
     return [_display_label(label) for label in labels]
 
 
+class BrazilianFormatter(ScalarFormatter):
+    """Marcas de eixo em pt-BR: ``0,5`` e ``12.000`` em vez de ``0.5`` e ``12000``."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return to_brazilian(super().__call__(x, pos))
+
+    def get_offset(self) -> str:
+        return to_brazilian(super().get_offset())
+
+
+def brazilian_axes(target: Axes | Figure | Any) -> Axes | Figure | Any:
+    """Põe ``BrazilianFormatter`` nos eixos x e y (de um eixo, de uma figura ou de uma barra
+    de cores) com escala linear. Devolve o próprio objeto. Eixos logarítmicos e de
+    categorias (rótulos de tokens) ficam como estão.
+    """
+    if isinstance(target, Figure):
+        for ax in target.axes:
+            brazilian_axes(ax)
+        return target
+    axes = [target.xaxis, target.yaxis] if isinstance(target, Axes) else [target.ax.yaxis]
+    for axis in axes:
+        if axis.get_scale() == "linear" and isinstance(axis.get_major_formatter(), ScalarFormatter):
+            axis.set_major_formatter(BrazilianFormatter())
+    return target
+
+
 def _cell_size(n: int) -> float:
     """Tamanho (polegadas) de um eixo com ``n`` linhas/colunas de tokens."""
     return min(max(0.32 * n + 1.2, 3.0), 7.0)
@@ -103,7 +134,8 @@ def _annotate(ax: Axes, matrix: np.ndarray, norm: Normalize, fmt: str) -> None:
         for j in range(matrix.shape[1]):
             value = matrix[i, j]
             color = "white" if norm(value) < 0.5 else "black"
-            ax.text(j, i, format(value, fmt), ha="center", va="center", color=color, fontsize=8)
+            text = to_brazilian(format(value, fmt))
+            ax.text(j, i, text, ha="center", va="center", color=color, fontsize=8)
 
 
 # --------------------------------------------------------------------------------------
@@ -170,7 +202,7 @@ def plot_heatmap(
     else:
         fig = ax.figure
     image = ax.imshow(data, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
-    colorbar = fig.colorbar(image, ax=ax)
+    colorbar = brazilian_axes(fig.colorbar(image, ax=ax))
     if colorbar_label:
         colorbar.set_label(colorbar_label)
     if x_labels is not None:
@@ -329,7 +361,7 @@ def plot_attention_heads(
             if layer == num_layers - 1:
                 ax.set_xlabel("chaves")
                 ax.set_xticks(range(s), x_labels, rotation=90)
-    fig.colorbar(image, ax=axes.ravel().tolist(), label="peso", shrink=0.8)
+    brazilian_axes(fig.colorbar(image, ax=axes.ravel().tolist(), label="peso", shrink=0.8))
     if title:
         fig.suptitle(title)
     return fig
@@ -457,4 +489,5 @@ def plot_loss_curves(
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.legend()
+    brazilian_axes(ax)
     return fig
