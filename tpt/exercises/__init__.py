@@ -11,11 +11,23 @@ roda sem intervenção (papermill, nbval) e continua sendo um exercício de verd
 
 from __future__ import annotations
 
+import contextlib
+import dis
 import functools
-from collections.abc import Callable
+import inspect
+import types
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["ExerciseError", "expect", "exercise"]
+__all__ = [
+    "ExerciseError",
+    "expect",
+    "exercise",
+    "uses_loops",
+    "references",
+    "forbid",
+    "count_calls",
+]
 
 
 class ExerciseError(AssertionError):
@@ -57,3 +69,88 @@ def exercise(title: str) -> Callable[[Callable[..., Any]], Callable[..., bool]]:
         return run
 
     return decorate
+
+
+# --------------------------------------------------------------------------------------
+# Regras dos enunciados ("sem laços", "não use X", "uma chamada de Y"): as conferências
+# as verificam com estas ferramentas, em vez de só confiar no aluno.
+# --------------------------------------------------------------------------------------
+_LOOP_OPS = {"FOR_ITER", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def _code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _code_objects(const)
+
+
+def _function_code(fn: Callable[..., Any]) -> types.CodeType:
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        raise TypeError(f"esperava uma função escrita em Python; recebi {type(fn).__name__}")
+    return code
+
+
+def uses_loops(fn: Callable[..., Any]) -> bool:
+    """A função tem laço ``for``/``while`` (ou compreensão de lista) no próprio código?
+
+    Lê o bytecode (funciona para funções definidas num notebook). Funções chamadas por
+    ela não contam: ``torch.arange`` não é um laço do aluno.
+    """
+    for code in _code_objects(_function_code(fn)):
+        for ins in dis.get_instructions(code):
+            if ins.opname in _LOOP_OPS:
+                return True
+            # Todo laço termina num salto para trás (o nome do salto muda entre versões
+            # do Python: JUMP_ABSOLUTE, POP_JUMP_BACKWARD_IF_TRUE, JUMP_BACKWARD...).
+            backward = isinstance(ins.argval, int) and ins.argval < ins.offset
+            if "JUMP" in ins.opname and backward:
+                return True
+    return False
+
+
+def references(fn: Callable[..., Any], name: str) -> bool:
+    """O código da função menciona o nome ``name`` (global, atributo ou método)?
+
+    Ex.: ``references(answer, "pe_rotation")`` pega ``tpt.pe_rotation(...)`` e também
+    ``from tpt import pe_rotation`` feito antes no notebook.
+    """
+    return any(name in code.co_names for code in _code_objects(_function_code(fn)))
+
+
+@contextlib.contextmanager
+def forbid(owner: Any, name: str, reason: str) -> Iterator[None]:
+    """Dentro do bloco, chamar ``owner.name`` levanta ``ExerciseError(reason)``.
+
+    Ex.: ``with forbid(torch, "softmax", "o exercício pede o softmax escrito à mão")``.
+    """
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def blocked(*args: Any, **kwargs: Any) -> Any:
+        raise ExerciseError(reason)
+
+    setattr(owner, name, blocked)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextlib.contextmanager
+def count_calls(owner: Any, name: str) -> Iterator[list[int]]:
+    """Conta as chamadas de ``owner.name`` dentro do bloco; o contador é ``calls[0]``."""
+    original = getattr(owner, name)
+    calls = [0]
+
+    @functools.wraps(original)
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    setattr(owner, name, counted)
+    try:
+        yield calls
+    finally:
+        setattr(owner, name, original)
