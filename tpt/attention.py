@@ -1,11 +1,20 @@
-"""Atenção: produto escalar com escala, cache de K/V e atenção multicabeça.
+"""Atenção: a função explícita (notebook 03) e a atenção multicabeça (notebook 04).
 
-Ver notebooks/03_atencao_produto_escalar.ipynb (a função explícita),
-notebooks/04_atencao_multicabeca.ipynb (``MultiHeadAttention``),
-notebooks/09_geracao.ipynb (``KVCache``) e notebooks/10_transformers_modernos.ipynb
-(GQA/MQA, RoPE, ALiBi e o caminho rápido).
+Lido de cima para baixo, este arquivo segue as aulas:
 
-Convenção de máscaras (ver ``tpt.masks``): booleanas, ``True`` = BLOQUEADO.
+1. ``scaled_dot_product_attention``: softmax(QKᵀ/√d_k)·V escrita passo a passo
+   (notebooks/03_atencao_produto_escalar.ipynb);
+2. ``MultiHeadAttention.forward``: os sete passos do notebook 04 (projetar uma vez,
+   ``view``, ``transpose``, uma chamada de atenção, ``transpose`` de volta, juntar as
+   cabeças, projetar a saída), em uma tela (notebooks/04_atencao_multicabeca.ipynb);
+3. as etapas que chegam depois, em métodos pequenos com nome próprio, que uma primeira
+   leitura pode pular: posições dentro da atenção (RoPE e ALiBi, notebook 10), cache de
+   chaves e valores (``tpt.kv_cache``, notebook 09), GQA/MQA (notebook 10), o caminho
+   rápido por ``F.scaled_dot_product_attention`` (notebooks 03 e 10) e a conferência
+   das entradas;
+4. ``MultiHeadAttention.from_torch``: copia os pesos de um ``nn.MultiheadAttention``.
+
+Convenção de máscaras (ver ``tpt.masks``): booleanas, ``True`` = bloqueado.
 """
 
 from __future__ import annotations
@@ -16,14 +25,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.kv_cache import KVCache
 from tpt.masks import _check_bool, causal_mask, check_attn_mask, check_key_padding_mask, merge_masks
 from tpt.positional import RotaryEmbedding, alibi_bias
 
-__all__ = ["scaled_dot_product_attention", "KVCache", "MultiHeadAttention"]
+__all__ = ["scaled_dot_product_attention", "MultiHeadAttention", "KVCache"]
 
 
 # --------------------------------------------------------------------------------------
-# 1. A versão explícita, linha a linha
+# 1. A versão explícita, linha a linha (notebook 03)
 # --------------------------------------------------------------------------------------
 def scaled_dot_product_attention(
     query: Tensor,
@@ -41,11 +51,11 @@ def scaled_dot_product_attention(
     ``query`` ``(..., t, d_k)``, ``key`` ``(..., s, d_k)``, ``value`` ``(..., s, d_v)``.
     Devolve ``(saída (..., t, d_v), pesos (..., t, s))``.
 
-    1. scores = Q K^T * scale (``scale`` padrão ``1/sqrt(d_k)``), forma ``(..., t, s)``;
+    1. pontuações = Q Kᵀ · scale (``scale`` padrão ``1/sqrt(d_k)``), forma ``(..., t, s)``;
     2. soma ``bias`` (viés aditivo float, por exemplo o ALiBi);
     3. posições bloqueadas (``attn_mask`` com ``True`` = bloqueado, ou ``is_causal``)
        recebem ``-inf``;
-    4. softmax sobre as CHAVES (``dim=-1``): cada linha de pesos soma 1;
+    4. softmax sobre as **chaves** (``dim=-1``): cada linha de pesos soma 1;
     5. saída = pesos @ V.
 
     Uma linha inteiramente bloqueada daria NaN (softmax de só ``-inf``); aqui ela vira
@@ -102,102 +112,12 @@ def _check_broadcast(mask: Tensor, scores: Tensor) -> None:
     if shape != scores.shape:
         raise ValueError(
             f"attn_mask tem forma {tuple(mask.shape)}, que não faz broadcasting para a forma "
-            f"dos scores {tuple(scores.shape)} (..., t, s)."
+            f"das pontuações {tuple(scores.shape)} (..., t, s)."
         )
 
 
 # --------------------------------------------------------------------------------------
-# 2. Cache de K/V para a geração
-# --------------------------------------------------------------------------------------
-class KVCache:
-    """Guarda K e V já projetados ``(b, h_kv, s, d_h)`` entre passos da geração.
-
-    * ``KVCache()`` (dinâmico): cada ``update(k, v)`` ACRESCENTA as novas posições ao
-      longo do eixo da sequência; ``len(cache)`` é o número de posições guardadas e é o
-      deslocamento (offset) das próximas posições.
-    * ``KVCache(static=True)``: preenchido UMA vez e reutilizado. Serve para a atenção
-      cruzada, em que K/V vêm da memória do codificador, que não muda durante a geração.
-
-    Memória: 2 x camadas x h_kv x d_h x tokens x b x bytes.
-    """
-
-    def __init__(self, static: bool = False) -> None:
-        self.static = static
-        self.k: Tensor | None = None
-        self.v: Tensor | None = None
-
-    def __len__(self) -> int:
-        return 0 if self.k is None else self.k.shape[-2]
-
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Acrescenta ``k``, ``v`` ``(b, h_kv, s_novo, d_h)``; devolve K/V completos.
-
-        Os tensores devolvidos têm forma ``(b, h_kv, s, d_h)`` com ``s = len(cache)``.
-
-        Num cache estático já preenchido, nada é acrescentado: devolve o que está guardado.
-        """
-        if self.k is None or self.v is None:
-            self.k, self.v = k, v
-        elif not self.static:
-            if k.shape[:2] != self.k.shape[:2] or k.shape[-1] != self.k.shape[-1]:
-                raise ValueError(
-                    f"KVCache: o cache guarda K de forma {tuple(self.k.shape)} (b, h_kv, s, d_h), "
-                    f"mas recebeu K de forma {tuple(k.shape)}; b, h_kv e d_h devem coincidir."
-                )
-            self.k = torch.cat([self.k, k], dim=-2)  # (b, h_kv, s + s_novo, d_h)
-            self.v = torch.cat([self.v, v], dim=-2)  # (b, h_kv, s + s_novo, d_h)
-        return self.k, self.v
-
-    def reset(self) -> None:
-        """Esvazia o cache (para começar uma nova sequência)."""
-        self.k = None
-        self.v = None
-
-    def __repr__(self) -> str:
-        shape = None if self.k is None else tuple(self.k.shape)
-        return f"KVCache(static={self.static}, len={len(self)}, k={shape})"
-
-
-def _fused_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None,
-    bias: Tensor | None,
-    dropout_p: float,
-    only_causal: bool,
-) -> Tensor:
-    """Caminho rápido: ``F.scaled_dot_product_attention`` (kernels fundidos).
-
-    ``q`` ``(b, h, t, d_h)``, ``k``/``v`` ``(b, h, s, d_h)``, ``mask`` booleana do tpt
-    (``True`` = bloqueado) ou ``None``, ``bias`` ``(h, t, s)`` ou ``None``. A função do
-    PyTorch usa a convenção oposta (``True`` = pode atender), daí o ``~mask``; um viés
-    vira uma máscara float aditiva com ``-inf`` nas posições bloqueadas. Linhas
-    totalmente bloqueadas dariam NaN ou lixo no kernel: liberamos essas linhas antes da
-    chamada e zeramos as saídas delas depois (o gradiente também fica limpo).
-    """
-    if only_causal:
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
-
-    fully_masked = None
-    if mask is not None:
-        fully_masked = mask.all(dim=-1, keepdim=True)  # (b|1, h|1, t, 1)
-        mask = mask & ~fully_masked  # (b|1, h|1, t, s): libera as linhas vazias
-    if bias is not None:
-        sdpa_mask = bias[None]  # (1, h, t, s): máscara float aditiva
-        if mask is not None:
-            sdpa_mask = sdpa_mask.masked_fill(mask, float("-inf"))  # (b|1, h, t, s)
-    else:
-        sdpa_mask = None if mask is None else ~mask  # True = pode atender
-
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
-    if fully_masked is not None:
-        out = out.masked_fill(fully_masked, 0.0)  # (b, h, t, d_h)
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# 3. Atenção multicabeça (com GQA/MQA, cache, RoPE e ALiBi)
+# 2. Atenção multicabeça (notebook 04), com as etapas opcionais em métodos à parte
 # --------------------------------------------------------------------------------------
 class MultiHeadAttention(nn.Module):
     """Atenção multicabeça com projeções separadas ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``.
@@ -208,7 +128,7 @@ class MultiHeadAttention(nn.Module):
     produzem só ``h_kv * d_h`` colunas, e o cache de K/V encolhe na mesma proporção.
 
     ``positional``: ``None``, ``"rope"`` (gira q e k depois da divisão em cabeças) ou
-    ``"alibi"`` (viés aditivo nos scores). ``fused=True`` usa
+    ``"alibi"`` (viés aditivo nas pontuações). ``fused=True`` usa
     ``F.scaled_dot_product_attention`` quando os pesos não são pedidos.
     """
 
@@ -227,26 +147,7 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         num_kv_heads = num_heads if num_kv_heads is None else num_kv_heads
-        if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
-            raise ValueError(
-                f"embed_dim={embed_dim}, num_heads={num_heads} e num_kv_heads={num_kv_heads} "
-                f"precisam ser positivos."
-            )
-        if embed_dim % num_heads != 0:
-            raise ValueError(
-                f"embed_dim={embed_dim} não é divisível por num_heads={num_heads}; "
-                f"cada cabeça precisa de embed_dim / num_heads dimensões inteiras."
-            )
-        if num_heads % num_kv_heads != 0:
-            raise ValueError(
-                f"num_heads={num_heads} não é divisível por num_kv_heads={num_kv_heads}; "
-                f"cada cabeça de K/V precisa servir o mesmo número de cabeças de consulta."
-            )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout={dropout} deve estar no intervalo [0, 1).")
-        if positional not in (None, "rope", "alibi"):
-            raise ValueError(f"positional={positional!r} inválido; use None, 'rope' ou 'alibi'.")
-
+        _check_sizes(embed_dim, num_heads, num_kv_heads, dropout, positional)
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.num_kv_heads = num_kv_heads
@@ -256,7 +157,7 @@ class MultiHeadAttention(nn.Module):
         self.positional = positional
         self.max_len = max_len
 
-        kv_dim = num_kv_heads * self.head_dim
+        kv_dim = num_kv_heads * self.head_dim  # = embed_dim sem GQA
         self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
         self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
@@ -267,7 +168,6 @@ class MultiHeadAttention(nn.Module):
             else None
         )
 
-    # ----------------------------------------------------------------------------------
     def forward(
         self,
         query: Tensor,
@@ -297,8 +197,112 @@ class MultiHeadAttention(nn.Module):
         self_attention = key is None or key is query
         key = query if key is None else key
         value = key if value is None else value
-        b, t, s_new = self._check_inputs(query, key, value)
+        b, t = query.shape[:2]
+        offset = self._check_inputs(
+            query, key, value, attn_mask, key_padding_mask, is_causal, cache, self_attention
+        )
 
+        # Passos 1 a 3: projetar UMA vez, separar as cabeças (view) e pô-las junto do lote.
+        q = self._split_heads(self.q_proj(query), self.num_heads)  # (b, h, t, d_h)
+        if cache is not None and cache.static and len(cache) > 0:
+            k, v = cache.k, cache.v  # atenção cruzada na geração: K/V já calculados
+        else:
+            k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
+            v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
+            q, k = self._rotate(q, k, offset)  # RoPE (notebook 10); sem RoPE, nada muda
+            if cache is not None:
+                k, v = cache.update(k, v)  # (b, h_kv, s, d_h): passado + novo (notebook 09)
+        k, v = self._expand_kv_heads(k), self._expand_kv_heads(v)  # (b, h, s, d_h) (GQA)
+
+        # Passo 4: uma chamada de atenção para todas as cabeças, (b, h) fazendo papel de lote.
+        out, weights = self._attend(
+            q, k, v, attn_mask, key_padding_mask, is_causal, need_weights
+        )  # (b, h, t, d_h), (b, h, t, s) ou None
+
+        # Passos 5 a 7: cabeças de volta ao lugar, concatenadas, e a projeção de saída.
+        out = out.transpose(1, 2).reshape(b, t, self.embed_dim)  # (b, t, h, d_h) -> (b, t, d)
+        return self.out_proj(out), weights
+
+    # ----------------------------------------------------------------------------------
+    # Etapas com nome próprio (o forward acima chama cada uma numa linha)
+    # ----------------------------------------------------------------------------------
+    def _split_heads(self, x: Tensor, num_heads: int) -> Tensor:
+        """``(b, t, num_heads * d_h)`` -> ``(b, num_heads, t, d_h)`` (passos 2 e 3)."""
+        b, t = x.shape[:2]
+        return x.view(b, t, num_heads, self.head_dim).transpose(1, 2)  # (b, h, t, d_h)
+
+    def _rotate(self, q: Tensor, k: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """RoPE: gira consultas e chaves pelas suas posições absolutas (``offset`` + i)."""
+        if self.rope is None:
+            return q, k
+        return self.rope(q, offset=offset), self.rope(k, offset=offset)  # mesmas formas
+
+    def _expand_kv_heads(self, x: Tensor) -> Tensor:
+        """GQA/MQA: cada cabeça de K/V serve ``h / h_kv`` cabeças de consulta vizinhas."""
+        group = self.num_heads // self.num_kv_heads
+        if group == 1:
+            return x
+        return x.repeat_interleave(group, dim=1)  # (b, h_kv, s, d_h) -> (b, h, s, d_h)
+
+    def _attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+        need_weights: bool,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Passo 4: junta as máscaras (e o ALiBi) e escolhe o caminho explícito ou o rápido.
+
+        ``q`` ``(b, h, t, d_h)``, ``k``/``v`` ``(b, h, s, d_h)``. Os pesos só existem no
+        caminho explícito (o kernel fundido não os guarda).
+        """
+        t, s = q.shape[-2], k.shape[-2]
+        mask = merge_masks(
+            attn_mask, key_padding_mask, is_causal=is_causal, t=t, s=s, device=q.device
+        )  # (b|1, h|1, t, s) ou None
+        bias = None
+        if self.positional == "alibi":
+            bias = alibi_bias(self.num_heads, t, s, device=q.device, dtype=q.dtype)  # (h, t, s)
+        dropout_p = self.dropout if self.training else 0.0
+
+        if need_weights or not self.fused:
+            out, weights = scaled_dot_product_attention(
+                q, k, v, mask, dropout_p=dropout_p, bias=bias
+            )  # (b, h, t, d_h), (b, h, t, s)
+            return out, (weights if need_weights else None)
+        # Só a máscara causal quadrada? Então o kernel a gera sozinho (o caso mais rápido).
+        only_causal = is_causal and t == s and bias is None
+        only_causal = only_causal and attn_mask is None and key_padding_mask is None
+        return _fused_attention(q, k, v, mask, bias, dropout_p, only_causal), None
+
+    def _check_inputs(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        is_causal: bool,
+        cache: KVCache | None,
+        self_attention: bool,
+    ) -> int:
+        """Confere formas, máscaras e cache; devolve o offset das novas posições."""
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            _check_stream(x, name, self.embed_dim)
+        if not query.shape[0] == key.shape[0] == value.shape[0]:
+            raise ValueError(
+                f"query, key e value devem ter o mesmo tamanho de lote b, mas têm formas "
+                f"{tuple(query.shape)}, {tuple(key.shape)} e {tuple(value.shape)}."
+            )
+        if key.shape[1] != value.shape[1]:
+            raise ValueError(
+                f"key e value devem ter o mesmo comprimento s, mas key tem forma "
+                f"{tuple(key.shape)} e value tem forma {tuple(value.shape)}."
+            )
+        b, t, s_new = query.shape[0], query.shape[1], key.shape[1]
         reuse_static = cache is not None and cache.static and len(cache) > 0
         offset = len(cache) if cache is not None and not cache.static else 0
         s = len(cache) if reuse_static else offset + s_new
@@ -312,81 +316,7 @@ class MultiHeadAttention(nn.Module):
                 f"is_causal=True exige s >= t (as consultas são as últimas t posições), "
                 f"mas t={t} e s={s}."
             )
-
-        # Projeta UMA vez e divide em cabeças: (b, t, d) -> (b, t, h, d_h) -> (b, h, t, d_h).
-        q = self.q_proj(query).view(b, t, self.num_heads, self.head_dim)  # (b, t, h, d_h)
-        q = q.transpose(1, 2)  # (b, h, t, d_h)
-        if self.rope is not None:
-            q = self.rope(q, offset=offset)  # (b, h, t, d_h)
-
-        if reuse_static:
-            k, v = cache.k, cache.v  # (b, h_kv, s, d_h)
-        else:
-            # K e V usam o SEU comprimento s_novo (na atenção cruzada, s != t).
-            h_kv, d_h = self.num_kv_heads, self.head_dim
-            k = self.k_proj(key).view(b, s_new, h_kv, d_h)  # (b, s, h_kv, d_h)
-            v = self.v_proj(value).view(b, s_new, h_kv, d_h)  # (b, s, h_kv, d_h)
-            k, v = k.transpose(1, 2), v.transpose(1, 2)  # (b, h_kv, s, d_h)
-            if self.rope is not None:
-                k = self.rope(k, offset=offset)  # (b, h_kv, s, d_h)
-            if cache is not None:
-                k, v = cache.update(k, v)  # (b, h_kv, len(cache), d_h)
-
-        # GQA/MQA: cada cabeça de K/V serve h / h_kv cabeças de consulta vizinhas.
-        group = self.num_heads // self.num_kv_heads
-        if group > 1:
-            k = k.repeat_interleave(group, dim=1)  # (b, h, s, d_h)
-            v = v.repeat_interleave(group, dim=1)  # (b, h, s, d_h)
-
-        mask = merge_masks(
-            attn_mask, key_padding_mask, is_causal=is_causal, t=t, s=s, device=query.device
-        )  # (b|1, h|1, t, s) ou None
-        bias = None
-        if self.positional == "alibi":
-            bias = alibi_bias(self.num_heads, t, s, device=query.device, dtype=q.dtype)  # (h, t, s)
-        dropout_p = self.dropout if self.training else 0.0
-
-        if need_weights or not self.fused:
-            out, weights = scaled_dot_product_attention(
-                q, k, v, mask, dropout_p=dropout_p, bias=bias
-            )  # (b, h, t, d_h), (b, h, t, s)
-        else:
-            # Só a máscara causal quadrada? Então o kernel a gera sozinho (o caso mais rápido).
-            only_causal = is_causal and t == s and bias is None
-            only_causal = only_causal and attn_mask is None and key_padding_mask is None
-            out = _fused_attention(q, k, v, mask, bias, dropout_p, only_causal)  # (b, h, t, d_h)
-            weights = None
-
-        # Junta as cabeças: (b, h, t, d_h) -> (b, t, h, d_h) -> (b, t, d).
-        out = out.transpose(1, 2).reshape(b, t, self.embed_dim)  # (b, t, d)
-        return self.out_proj(out), (weights if need_weights else None)
-
-    def _check_inputs(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[int, int, int]:
-        for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, Tensor):
-                raise TypeError(f"{name} deve ser um torch.Tensor, mas recebeu {type(x).__name__}.")
-            if x.dim() != 3:
-                hint = " (para uma única sequência, use x.unsqueeze(0))" if x.dim() == 2 else ""
-                raise ValueError(
-                    f"{name} deve ter 3 dimensões (b, t, d), batch primeiro, mas tem forma "
-                    f"{tuple(x.shape)}{hint}."
-                )
-            if x.shape[-1] != self.embed_dim:
-                raise ValueError(
-                    f"{name} tem largura {x.shape[-1]} (forma {tuple(x.shape)}), mas "
-                    f"embed_dim={self.embed_dim}."
-                )
-        if not query.shape[0] == key.shape[0] == value.shape[0]:
-            raise ValueError(
-                f"query, key e value devem ter o mesmo tamanho de lote b, mas têm formas "
-                f"{tuple(query.shape)}, {tuple(key.shape)} e {tuple(value.shape)}."
-            )
-        if key.shape[1] != value.shape[1]:
-            raise ValueError(
-                f"key e value devem ter o mesmo comprimento s, mas key tem forma "
-                f"{tuple(key.shape)} e value tem forma {tuple(value.shape)}."
-            )
-        return query.shape[0], query.shape[1], key.shape[1]
+        return offset
 
     def _check_cache(self, cache: KVCache | None, b: int, t: int, offset: int) -> None:
         if cache is None:
@@ -416,7 +346,7 @@ class MultiHeadAttention(nn.Module):
 
         ``in_proj_weight`` ``(3d, d)`` é dividido em ``q_proj``, ``k_proj``, ``v_proj``;
         os vieses, ``out_proj``, ``dropout`` e o modo (treino/avaliação) são copiados. O
-        módulo do tpt é sempre batch primeiro, qualquer que seja ``mha.batch_first``.
+        módulo do tpt tem sempre o lote primeiro, qualquer que seja ``mha.batch_first``.
         """
         if not isinstance(mha, nn.MultiheadAttention):
             raise TypeError(
@@ -462,4 +392,85 @@ class MultiHeadAttention(nn.Module):
             f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
             f"num_kv_heads={self.num_kv_heads}, dropout={self.dropout}, fused={self.fused}, "
             f"positional={self.positional!r}"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# 3. O caminho rápido e as conferências (notebooks 03 e 10)
+# --------------------------------------------------------------------------------------
+def _fused_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None,
+    bias: Tensor | None,
+    dropout_p: float,
+    only_causal: bool,
+) -> Tensor:
+    """Caminho rápido: ``F.scaled_dot_product_attention`` (kernels fundidos).
+
+    ``q`` ``(b, h, t, d_h)``, ``k``/``v`` ``(b, h, s, d_h)``, ``mask`` booleana do tpt
+    (``True`` = bloqueado) ou ``None``, ``bias`` ``(h, t, s)`` ou ``None``. A função do
+    PyTorch usa a convenção oposta (``True`` = pode atender), daí o ``~mask``; um viés
+    vira uma máscara float aditiva com ``-inf`` nas posições bloqueadas. Linhas
+    totalmente bloqueadas dariam NaN ou lixo no kernel: liberamos essas linhas antes da
+    chamada e zeramos as saídas delas depois (o gradiente também fica limpo).
+    """
+    if only_causal:
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
+
+    fully_masked = None
+    if mask is not None:
+        fully_masked = mask.all(dim=-1, keepdim=True)  # (b|1, h|1, t, 1)
+        mask = mask & ~fully_masked  # (b|1, h|1, t, s): libera as linhas vazias
+    if bias is not None:
+        sdpa_mask = bias[None]  # (1, h, t, s): máscara float aditiva
+        if mask is not None:
+            sdpa_mask = sdpa_mask.masked_fill(mask, float("-inf"))  # (b|1, h, t, s)
+    else:
+        sdpa_mask = None if mask is None else ~mask  # True = pode atender
+
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=dropout_p)
+    if fully_masked is not None:
+        out = out.masked_fill(fully_masked, 0.0)  # (b, h, t, d_h)
+    return out
+
+
+def _check_sizes(
+    embed_dim: int, num_heads: int, num_kv_heads: int, dropout: float, positional: str | None
+) -> None:
+    if embed_dim <= 0 or num_heads <= 0 or num_kv_heads <= 0:
+        raise ValueError(
+            f"embed_dim={embed_dim}, num_heads={num_heads} e num_kv_heads={num_kv_heads} "
+            f"precisam ser positivos."
+        )
+    if embed_dim % num_heads != 0:
+        raise ValueError(
+            f"embed_dim={embed_dim} não é divisível por num_heads={num_heads}; "
+            f"cada cabeça precisa de embed_dim / num_heads dimensões inteiras."
+        )
+    if num_heads % num_kv_heads != 0:
+        raise ValueError(
+            f"num_heads={num_heads} não é divisível por num_kv_heads={num_kv_heads}; "
+            f"cada cabeça de K/V precisa servir o mesmo número de cabeças de consulta."
+        )
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout={dropout} deve estar no intervalo [0, 1).")
+    if positional not in (None, "rope", "alibi"):
+        raise ValueError(f"positional={positional!r} inválido; use None, 'rope' ou 'alibi'.")
+
+
+def _check_stream(x: Tensor, name: str, embed_dim: int) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} deve ser um torch.Tensor, mas recebeu {type(x).__name__}.")
+    if x.dim() != 3:
+        hint = " (para uma única sequência, use x.unsqueeze(0))" if x.dim() == 2 else ""
+        raise ValueError(
+            f"{name} deve ter 3 dimensões (b, t, d), com o lote primeiro, mas tem forma "
+            f"{tuple(x.shape)}{hint}."
+        )
+    if x.shape[-1] != embed_dim:
+        raise ValueError(
+            f"{name} tem largura {x.shape[-1]} (forma {tuple(x.shape)}), mas "
+            f"embed_dim={embed_dim}."
         )

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from tpt.attention import KVCache, MultiHeadAttention
+from tpt.attention import MultiHeadAttention
 from tpt.feedforward import FeedForward, activation_from_torch, check_activation
+from tpt.kv_cache import KVCache
 from tpt.norms import NORMS, make_norm, norm_from_torch
 
 __all__ = ["DecoderLayer", "EncoderLayer"]
