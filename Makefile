@@ -1,6 +1,7 @@
 # Transformers do zero — os comandos do curso.
 #   make notebooks   executa todos os notebooks em ordem (papermill), regravando as saídas
 #   make test        testes do pacote tpt (pytest) + notebooks (nbval)
+#   make test-compat os mesmos testes no Python/torch do Colab, nos pisos e no torch mais novo
 #   make lab         abre o JupyterLab
 #   make bench       benchmarks contra as implementações do PyTorch
 #   make lint        ruff
@@ -33,7 +34,7 @@ ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 XDIST ?= -n 2 --dist loadscope
 
-.PHONY: venv test test-tpt test-notebooks notebooks lab bench lint spellcheck clean constraints fork
+.PHONY: venv test test-tpt test-notebooks test-compat notebooks lab bench lint spellcheck clean constraints fork
 
 venv: $(STAMP)
 
@@ -53,6 +54,12 @@ test-tpt: $(STAMP)
 # make test-notebooks NB=06_mascaras.ipynb confere um notebook só.
 test-notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
+
+# Compatibilidade: os mesmos testes em outras versões de Python e torch (Colab, pisos do
+# requirements.txt, torch mais novo), cada uma num ambiente próprio em .cache/compat/
+# (fora do .venv). make test-compat COMPAT=colab roda só uma. Tabela no README.
+test-compat:
+	$(ISOLATED_ENV) $(PYTHON) scripts/test_compat.py $(COMPAT) -- $(XDIST) tests notebooks $(NBVAL_FLAGS) -q
 
 notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) scripts/run_notebooks.py $(NB)

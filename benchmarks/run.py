@@ -17,7 +17,9 @@ Linhas:
   b) passo de treino de um GPT: tpt.GPT / o mesmo modelo feito de nn.TransformerEncoderLayer;
   c) geração de 512 tokens com e sem cache de K/V (tpt.generate);
   d) atenção explícita (didática) / F.scaled_dot_product_attention em t=1024: tempo e
-     pico de memória.
+     pico de memória;
+  e) treino: tpt.GPT + tpt.train contra um GPT mínimo escrito com primitivas do PyTorch
+     (mesmo número de parâmetros), na configuração do notebook 09 e em 4 × 4 × 128.
 
 A tabela sai na tela e em benchmarks/results/<máquina>-<dispositivo>.md.
 """
@@ -51,7 +53,7 @@ from tpt.generation import generate  # noqa: E402
 from tpt.model import GPT, GPTConfig  # noqa: E402
 
 RESULTS_DIR = ROOT / "benchmarks" / "results"
-ROW_KEYS = ("a", "b", "c", "d")
+ROW_KEYS = ("a", "b", "c", "d", "e")
 MIB = 2**20
 
 
@@ -78,6 +80,14 @@ class Sizes:
     sdpa_heads: int = 8
     sdpa_len: int = 1024
     sdpa_head_dim: int = 64
+    race_len: int = 64  # linha e: o GPT do tpt contra um GPT mínimo
+    race_batch: int = 12
+    race_steps: int = 10  # passos de treino por repetição medida
+    course_dim: int = 128  # a configuração do GPT de caracteres do notebook 09
+    course_layers: int = 3
+    course_heads: int = 4
+    course_len: int = 64
+    course_batch: int = 16
 
     @classmethod
     def tiny(cls) -> Sizes:
@@ -87,6 +97,8 @@ class Sizes:
             gpt_vocab=11, gpt_dim=16, gpt_layers=1, gpt_heads=2, gpt_len=8, gpt_batch=2,
             gen_prompt=2, gen_tokens=4,
             sdpa_heads=2, sdpa_len=16, sdpa_head_dim=8,
+            race_len=8, race_batch=2, race_steps=2,
+            course_dim=16, course_layers=1, course_heads=2, course_len=8, course_batch=2,
         )
 
 
@@ -374,6 +386,7 @@ def bench_generation(
     speedup = median_ratio(tm["sem_cache"].wall, tm["cache"].wall)
     tps_cache = n / tm["cache"].median
     tps_plain = n / tm["sem_cache"].median
+    target_tps = 900.0
     return [Row(
         "c", f"Geração gulosa de {n} tokens (prompt {s.gen_prompt}, b=1, d={s.gpt_dim}, "
         f"{s.gpt_layers} camadas): aceleração do cache de K/V (sem cache / com cache)",
@@ -382,8 +395,14 @@ def bench_generation(
         speedup,
         median_ratio(tm["sem_cache"].cpu, tm["cache"].cpu) if device.type == "cpu" else None,
         "≥ 5,0×", _within(speedup, 5.0, at_most=False),
-        note=f"tokens idênticos com e sem cache: {'sim' if same else 'NÃO'}; "
+        note=f"tokens idênticos com e sem cache: {'sim' if same else 'não'}; "
         f"{_ms(tm['cache'].median / n)} por token com cache",
+    ), Row(
+        "c2", f"Geração com cache, {n} tokens, b=1 (d={s.gpt_dim}, {s.gpt_layers} camadas): "
+        f"vazão / meta de {_fmt(target_tps, 0)} tokens/s",
+        f"{_fmt(tps_cache, 0)} tokens/s", f"{_fmt(target_tps, 0)} tokens/s (meta)",
+        tps_cache / target_tps, None, "≥ 1,00×", _within(tps_cache / target_tps, 1.0,
+                                                          at_most=False),
     )]
 
 
@@ -436,11 +455,135 @@ def bench_sdpa(sizes: Sizes, *, device: torch.device, repeats: int, warmup: int)
     ]
 
 
+class MinimalGPT(nn.Module):
+    """Um GPT mínimo escrito só com primitivas do PyTorch (a referência da linha e).
+
+    O desenho mais enxuto que se costuma usar: uma única Linear produz Q, K e V juntas,
+    ``F.scaled_dot_product_attention(is_causal=True)``, ``F.layer_norm`` só com ganho,
+    MLP com GELU, cabeça amarrada à embedding, nenhum viés. Com o mesmo número de
+    parâmetros que ``tpt.GPT(GPTConfig(bias=False))``.
+    """
+
+    def __init__(self, vocab_size: int, max_len: int, embed_dim: int, num_heads: int,
+                 num_layers: int) -> None:
+        super().__init__()
+        d = embed_dim
+        self.num_heads = num_heads
+        self.tok = nn.Embedding(vocab_size, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.blocks = nn.ModuleList(_MinimalBlock(d, num_heads) for _ in range(num_layers))
+        self.ln_f = nn.Parameter(torch.ones(d))
+        self.head = nn.Linear(d, vocab_size, bias=False)
+        self.head.weight = self.tok.weight
+
+    def forward(self, idx: Tensor) -> Tensor:
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))  # (b, t, d)
+        for block in self.blocks:
+            x = block(x)
+        x = F.layer_norm(x, x.shape[-1:], self.ln_f)
+        return self.head(x)  # (b, t, V)
+
+
+class _MinimalBlock(nn.Module):
+    def __init__(self, d: int, num_heads: int) -> None:
+        super().__init__()
+        self.num_heads = num_heads
+        self.ln1 = nn.Parameter(torch.ones(d))
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.proj = nn.Linear(d, d, bias=False)
+        self.ln2 = nn.Parameter(torch.ones(d))
+        self.fc = nn.Linear(d, 4 * d, bias=False)
+        self.fc_out = nn.Linear(4 * d, d, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, t, d = x.shape
+        h = self.num_heads
+        q, k, v = self.qkv(F.layer_norm(x, (d,), self.ln1)).split(d, dim=2)  # 3 x (b, t, d)
+        q, k, v = (z.view(b, t, h, d // h).transpose(1, 2) for z in (q, k, v))  # (b, h, t, d_h)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, h, t, d_h)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))  # (b, t, d)
+        return x + self.fc_out(F.gelu(self.fc(F.layer_norm(x, (d,), self.ln2))))
+
+
+def _race_rows(
+    key: str, label: str, *, vocab: int, dim: int, layers: int, heads: int, length: int,
+    batch: int, steps: int, device: torch.device, repeats: int, warmup: int,
+) -> Row:
+    """Um pedaço de treino de ``steps`` passos: ``tpt.train`` com ``tpt.GPT`` / laço mínimo."""
+    from tpt.train import lm_loss, train
+
+    torch.manual_seed(0)
+    ours = GPT(GPTConfig(
+        vocab_size=vocab, max_len=length, embed_dim=dim, num_heads=heads, num_layers=layers,
+        bias=False, dropout=0.0,
+    )).to(device)
+    ref = MinimalGPT(vocab, length, dim, heads, layers).to(device)
+    n_ours, n_ref = ours.num_parameters(), sum(p.numel() for p in ref.parameters())
+    if n_ours != n_ref:
+        raise RuntimeError(
+            f"os dois modelos da linha {key} deveriam ter o mesmo número de parâmetros; "
+            f"tpt.GPT tem {n_ours} e a referência tem {n_ref}"
+        )
+    gen = torch.Generator().manual_seed(0)
+    batches = [
+        {
+            "input_ids": torch.randint(0, vocab, (batch, length), generator=gen).to(device),
+            "targets": torch.randint(0, vocab, (batch, length), generator=gen).to(device),
+        }
+        for _ in range(steps)
+    ]
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=3e-4, weight_decay=0.01)
+
+    def run_tpt() -> None:
+        train(ours, batches, loss_fn=lm_loss, max_steps=steps, warmup_steps=0, progress=False)
+
+    def run_ref() -> None:
+        ref.train()
+        for bt in batches:
+            logits = ref(bt["input_ids"])  # (b, t, V)
+            loss = F.cross_entropy(logits.reshape(-1, vocab), bt["targets"].reshape(-1))
+            ref_opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(ref.parameters(), 1.0)
+            ref_opt.step()
+
+    tm = compare({"ref": run_ref, "tpt": run_tpt}, repeats=repeats, warmup=warmup, device=device)
+    ratio = median_ratio(tm["ref"].wall, tm["tpt"].wall)  # > 1: o tpt é mais rápido
+    tokens = batch * length * steps
+    return Row(
+        key, f"Treino do GPT {label} ({layers} camadas × {heads} cabeças × {dim}, bloco "
+        f"{length}, lote {batch}): vazão do tpt.GPT + tpt.train / GPT mínimo",
+        f"{_fmt(tokens / tm['tpt'].median, 0)} tokens/s",
+        f"{_fmt(tokens / tm['ref'].median, 0)} tokens/s",
+        ratio,
+        median_ratio(tm["ref"].cpu, tm["tpt"].cpu) if device.type == "cpu" else None,
+        "≥ 1,00×", _within(ratio, 1.0, at_most=False),
+        note=f"parâmetros: tpt {_fmt(n_ours, 0)} = referência {_fmt(n_ref, 0)}; razão = "
+        f"tokens/s do tpt ÷ tokens/s da referência ({steps} passos por medida, com AdamW e "
+        "corte do gradiente em 1 nos dois)",
+    )
+
+
+def bench_race(sizes: Sizes, *, device: torch.device, repeats: int, warmup: int) -> list[Row]:
+    """e) tpt.GPT treinado por tpt.train contra um GPT mínimo, nas duas configurações."""
+    s = sizes
+    common = dict(vocab=s.gpt_vocab, steps=s.race_steps, device=device, repeats=repeats,
+                  warmup=warmup)
+    return [
+        _race_rows("e1", "do notebook 09", dim=s.course_dim, layers=s.course_layers,
+                   heads=s.course_heads, length=s.course_len, batch=s.course_batch, **common),
+        _race_rows("e2", "de referência", dim=s.gpt_dim, layers=s.gpt_layers,
+                   heads=s.gpt_heads, length=s.race_len, batch=s.race_batch, **common),
+    ]
+
+
 BENCHES: dict[str, Callable[..., list[Row]]] = {
     "a": bench_mha,
     "b": bench_gpt_step,
     "c": bench_generation,
     "d": bench_sdpa,
+    "e": bench_race,
 }
 
 
@@ -453,7 +596,7 @@ def run_benchmarks(
     only: Sequence[str] = ROW_KEYS,
     log: Callable[[str], None] = print,
 ) -> list[Row]:
-    """Roda as linhas pedidas (`only`, subconjunto de "abcd") e devolve as linhas da tabela."""
+    """Roda as linhas pedidas (`only`, subconjunto de "abcde") e devolve as linhas da tabela."""
     rows: list[Row] = []
     for key in only:
         if key not in BENCHES:
@@ -613,7 +756,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=2,
                         help="rodadas de aquecimento antes de medir (padrão: 2)")
     parser.add_argument("--only", default=",".join(ROW_KEYS),
-                        help="linhas a rodar, separadas por vírgula (padrão: a,b,c,d)")
+                        help="linhas a rodar, separadas por vírgula (padrão: a,b,c,d,e)")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR,
                         help="pasta da tabela gravada (padrão: benchmarks/results)")
     parser.add_argument("--perfil", action="store_true",

@@ -166,8 +166,8 @@ def run_numbers(args: argparse.Namespace) -> str:
     model = tpt.Transformer(config)
     train_numbers = splits["train"]
     if args.repeat_short > 1:
-        # Só há 900 números de 3 algarismos; o sorteio de make_number_splits esgota essa
-        # faixa, e ela fica rara no treino (3% com n_train=20.000) e comum no teste (11%).
+        # Só há 900 números de 3 algarismos: com n_train grande essa faixa se esgota e
+        # fica rara no treino (e, pela estratificação de make_number_splits, no teste).
         short = [n for n in train_numbers if n < 1000]
         train_numbers = train_numbers + short * (args.repeat_short - 1)
     loader = tpt.number_batches(

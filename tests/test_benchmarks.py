@@ -28,7 +28,7 @@ def _load(name: str, relative: str):
 bench = _load("tpt_bench_run", "benchmarks/run.py")
 results = _load("tpt_resultados", "scripts/resultados.py")
 
-EXPECTED_KEYS = ["a1", "a2", "b", "c", "d1", "d2"]
+EXPECTED_KEYS = ["a1", "a2", "b", "c", "c2", "d1", "d2", "e1", "e2"]
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +46,12 @@ def test_every_row_is_produced_with_a_finite_ratio(tiny_rows):
         assert row.description and row.tpt and row.reference and row.target
     # Só as linhas com meta têm situação (atingida ou não); as outras são informativas.
     with_target = {r.key for r in tiny_rows if r.ok is not None}
-    assert with_target == {"a1", "b", "c"}
+    assert with_target == {"a1", "b", "c", "c2", "e1", "e2"}
 
 
-def test_gpt_row_compares_models_of_equal_size(tiny_rows):
-    row = next(r for r in tiny_rows if r.key == "b")
+@pytest.mark.parametrize("key", ["b", "e1", "e2"])
+def test_gpt_rows_compare_models_of_equal_size(tiny_rows, key):
+    row = next(r for r in tiny_rows if r.key == key)
     counts = [int(x.replace(".", "")) for x in row.note.split(";")[0].split() if x[0].isdigit()]
     assert len(counts) == 2 and counts[0] == counts[1] > 0
 

@@ -1,15 +1,20 @@
 """A célula de instalação do Colab funciona: simulamos o Colab com um módulo falso.
 
 A primeira célula de código de cada notebook só instala o `tpt` quando
-`google.colab` está em sys.modules. Aqui criamos esse módulo falso, trocamos o
-endereço do GitHub por um repositório git local (sem rede) e executamos a célula
-num IPython de verdade, instalando numa pasta temporária (PIP_TARGET).
+`google.colab` está em sys.modules, e o instala na tag da versão para a qual o notebook
+foi escrito (v + tpt.__version__), não no topo do ramo main. Aqui criamos esse módulo
+falso, trocamos o endereço do GitHub por um repositório git local (sem rede) com a tag,
+e executamos a célula num IPython de verdade. Como no Colab, o `%pip` instala no
+ambiente do próprio interpretador: um ambiente virtual descartável que usa o MESMO pip
+do ambiente que roda os testes (o pip do Colab, de um aluno ou de `make test-compat`).
 """
 
 from __future__ import annotations
 
-import json
+import importlib.metadata
+import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,24 +27,47 @@ import tpt
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+sys.path.insert(0, str(ROOT / "scripts"))
+import course_repo  # noqa: E402
+
+PIN_HINT = "rode `python scripts/course_repo.py pin` (veja 'Publicar uma versão' no README)"
 
 
 def _setup_cell(path: Path) -> str:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
-    return "".join(first["source"])
+    return course_repo.notebook_pins(path)["setup"]
 
 
 def test_every_notebook_starts_with_the_same_colab_cell():
     assert NOTEBOOKS
     cells = {_setup_cell(p) for p in NOTEBOOKS}
-    assert len(cells) == 1, "as células de instalação divergem entre notebooks"
+    assert len(cells) == 1, f"as células de instalação divergem entre notebooks: {PIN_HINT}"
     cell = cells.pop()
     assert 'if "google.colab" in sys.modules:' in cell
     assert f'REPOSITORY = "{tpt.version.REPOSITORY}"' in cell
+    assert cell == course_repo.setup_cell(), f"célula diferente da padrão: {PIN_HINT}"
 
 
-def _local_git_repo(dest: Path) -> str:
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_pin_version_guard_and_tpt_version_agree(path):
+    pins = course_repo.notebook_pins(path)
+    version = tpt.__version__
+    assert pins["tag"] == f"v{version}", (
+        f"{path.name} instala o tpt em {pins['tag']!r}, mas o tpt é {version}: {PIN_HINT}"
+    )
+    major_minor = ".".join(version.split(".")[:2])
+    assert pins["guards"] == [major_minor], (
+        f"{path.name} chama check_version com {pins['guards']}, esperava [{major_minor!r}]: "
+        f"{PIN_HINT}"
+    )
+    assert tpt.check_version(pins["guards"][0]) == ""
+
+
+def _local_git_repo(dest: Path, tag: str) -> str:
+    """Um clone mínimo do curso com a tag `tag`, e um commit DEPOIS dela no main.
+
+    O commit posterior muda a versão para 99.0.0: se a célula instalasse o topo do main
+    em vez da tag, o teste veria 99.0.0.
+    """
     dest.mkdir(parents=True)
     for rel in ["pyproject.toml", "README.md", "tpt"]:
         src = ROOT / rel
@@ -51,43 +79,85 @@ def _local_git_repo(dest: Path) -> str:
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=dest, check=True)
     subprocess.run([*git, "add", "-A"], cwd=dest, check=True)
     subprocess.run([*git, "commit", "-q", "-m", "curso"], cwd=dest, check=True)
-    return dest.as_uri()
+    subprocess.run([*git, "tag", tag], cwd=dest, check=True)
+    version_py = dest / "tpt" / "version.py"
+    text = re.sub(r'^__version__ = "[^"]+"', '__version__ = "99.0.0"', version_py.read_text(),
+                  flags=re.M)
+    version_py.write_text(text)
+    subprocess.run([*git, "commit", "-q", "-am", "depois da tag"], cwd=dest, check=True)
+    # file://localhost/...: o pip anterior ao 23.3 recusa 'tpt @ git+file:///...'
+    # ("Invalid requirement"), porque o endereço não tem máquina; o git aceita os dois.
+    return "file://localhost" + dest.resolve().as_posix()
+
+
+def _scratch_environment(dest: Path) -> tuple[Path, Path]:
+    """Ambiente virtual vazio com uma cópia do pip deste ambiente: (python, site-packages).
+
+    Instalar nele, e não com PIP_TARGET, evita o erro do pip 24.x "Cannot set --home and
+    --prefix together" (PIP_TARGET vaza para o ambiente isolado de build).
+    """
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
+    python = dest / "bin" / "python"
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()
+    site = Path(site)
+    pip_dir = Path(importlib.util.find_spec("pip").submodule_search_locations[0])
+    shutil.copytree(pip_dir, site / "pip", ignore=shutil.ignore_patterns("__pycache__"))
+    dist = importlib.metadata.distribution("pip")
+    dist_info = Path(dist.locate_file(f"pip-{dist.version}.dist-info"))
+    if dist_info.is_dir():
+        shutil.copytree(dist_info, site / dist_info.name)
+    return python, site
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="precisa do git")
-def test_colab_cell_installs_tpt_from_the_repository(tmp_path):
-    cell = _setup_cell(NOTEBOOKS[0])
-    url = _local_git_repo(tmp_path / "repo")
+def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path):
+    # A célula padrão (os testes acima conferem que cada notebook tem exatamente ela).
+    cell = course_repo.setup_cell()
+    tag = course_repo.release_tag(tpt.__version__)
+    assert f"@{tag}" in cell
+    url = _local_git_repo(tmp_path / "repo", tag)
     cell = cell.replace(tpt.version.REPOSITORY, url)
-    site = tmp_path / "site"
+    python, site = _scratch_environment(tmp_path / "colab")
     driver = textwrap.dedent(
         f"""
         import sys, types
         sys.modules["google.colab"] = types.ModuleType("google.colab")  # Colab simulado
+        sys.executable = {str(python)!r}  # o %pip instala no ambiente descartável
         from IPython.core.interactiveshell import InteractiveShell
         shell = InteractiveShell.instance()
         result = shell.run_cell({cell!r})
         result.raise_error()
+        print("codigo de saida do pip:", shell.user_ns.get("_exit_code"))
         """
     )
-    env = dict(os.environ, PIP_TARGET=str(site), PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_TARGET", "PIP_PREFIX"))}
+    env.update(PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env["IPYTHONDIR"] = str(tmp_path / "ipython")
     proc = subprocess.run(
         [sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log
+    assert "codigo de saida do pip: 0" in proc.stdout, log
     installed = site / "tpt"
-    assert (installed / "version.py").exists(), proc.stdout + proc.stderr
+    assert (installed / "version.py").exists(), log
     # Os textos do corpus são dados do pacote: precisam ir junto na instalação.
     assert list((installed / "data" / "textos").glob("*.txt"))
+    # O notebook importa o tpt instalado (e é a versão da tag, não a do topo do main).
     check = subprocess.run(
-        [sys.executable, "-c", "import tpt.version as v; print(v.__version__)"],
+        [sys.executable, "-c", "import tpt; print(tpt.__version__); print(tpt.__file__)"],
         env=dict(os.environ, PYTHONPATH=str(site)),
         cwd=tmp_path,
         capture_output=True,
         text=True,
     )
-    assert check.stdout.strip() == tpt.__version__
+    assert check.returncode == 0, check.stderr
+    version, location = check.stdout.split()
+    assert version == tpt.__version__
+    assert Path(location).resolve().is_relative_to(site.resolve())
 
 
 def test_outside_colab_the_cell_installs_nothing(tmp_path):

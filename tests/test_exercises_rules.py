@@ -8,7 +8,16 @@ import pytest
 import torch
 
 import tpt
-from tpt.exercises import ExerciseError, count_calls, exercise, forbid, references, uses_loops
+from tpt import pe_rotation as rotation_alias
+from tpt.exercises import (
+    ExerciseError,
+    count_calls,
+    exercise,
+    forbid,
+    references,
+    refers_to,
+    uses_loops,
+)
 
 
 def vectorized(x):
@@ -84,3 +93,12 @@ def test_count_calls():
         torch.matmul(torch.ones(2, 2), torch.ones(2, 2))
     assert calls[0] == 2
     assert torch.matmul is original
+
+
+def uses_alias(k, d):
+    return rotation_alias(k, d)
+
+
+def test_refers_to_catches_imported_aliases():
+    assert refers_to(uses_alias, tpt.pe_rotation)
+    assert not refers_to(vectorized, tpt.pe_rotation)

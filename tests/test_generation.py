@@ -187,6 +187,40 @@ def test_gpt_cached_generation_equals_uncached(variant):
     assert torch.equal(sampled_cached, sampled_plain)
 
 
+@pytest.mark.parametrize("variant", ["learned", "sinusoidal", "rope", "alibi", "gqa"])
+@pytest.mark.parametrize("keep", [None, 1, 7, 12])
+def test_generation_beyond_max_len_slides_the_window(variant, keep):
+    """Além de max_len a janela desliza pela mesma regra com e sem cache."""
+    model = make_gpt(max_len=12, **GPT_VARIANTS[variant])
+    prompt = torch.randint(0, VOCAB, (2, 5), generator=torch.Generator().manual_seed(3))
+    cached = generate(model, prompt, 40, greedy=True, window_keep=keep)
+    plain = generate(model, prompt, 40, greedy=True, use_cache=False, window_keep=keep)
+    assert cached.shape == (2, 45)
+    assert torch.equal(cached, plain)
+    sampled = [
+        generate(model, prompt, 30, window_keep=keep, use_cache=use_cache,
+                 generator=torch.Generator().manual_seed(5), temperature=0.8)
+        for use_cache in (True, False)
+    ]
+    assert torch.equal(sampled[0], sampled[1])
+
+
+def test_sliding_window_follows_the_documented_rule():
+    """Um laço escrito à mão com a regra do docstring dá os mesmos tokens."""
+    max_len, keep = 10, 4
+    model = make_gpt(max_len=max_len)
+    out = torch.randint(0, VOCAB, (1, 6), generator=torch.Generator().manual_seed(9))
+    expected, start = out, 0
+    with torch.no_grad():
+        for _ in range(25):
+            if expected.size(1) - start > max_len:
+                start = expected.size(1) - keep
+            nxt = model(expected[:, start:])[:, -1].argmax(-1, keepdim=True)  # (1, 1)
+            expected = torch.cat([expected, nxt], dim=1)
+    got = generate(model, out, 25, greedy=True, window_keep=keep)
+    assert torch.equal(got, expected)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="precisa de GPU")
 def test_gpu_generation_with_cpu_generator_matches_cache_and_cpu():
     model = make_gpt().cuda()
@@ -412,8 +446,9 @@ def test_generate_rejects_bad_lengths_and_shapes():
     prompt = torch.zeros(1, 4, dtype=torch.long)
     with pytest.raises(ValueError, match="max_new_tokens=-1 deve ser >= 0"):
         generate(model, prompt, -1)
-    with pytest.raises(ValueError, match=r"max_new_tokens=7 = 11 passa do contexto .*max_len=10"):
-        generate(model, prompt, 7)
+    for keep in (0, 11, 2.5, True):
+        with pytest.raises(ValueError, match=rf"window_keep={keep!r} deve ser um inteiro entre 1"):
+            generate(model, prompt, 7, window_keep=keep)
     with pytest.raises(ValueError, match="o prompt tem 12 tokens, mais que o contexto"):
         generate(model, torch.zeros(1, 12, dtype=torch.long), 0)
     with pytest.raises(ValueError, match=r"forma \(b, t\); recebi \(4,\)"):

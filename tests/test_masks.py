@@ -12,6 +12,7 @@ from tpt.masks import (
     check_key_padding_mask,
     merge_masks,
     padding_mask,
+    sliding_window_mask,
 )
 
 
@@ -141,3 +142,45 @@ def test_all_pad_row_message_mentions_empty_sequence():
     mask = torch.tensor([[False, False], [True, True]])
     with pytest.raises(ValueError, match=r"linha\(s\) \[1\].*vazias"):
         check_key_padding_mask(mask, 2, 2)
+
+
+@pytest.mark.parametrize(
+    "t, window, s", [(1, 1, None), (5, 1, None), (5, 2, None), (6, 3, None), (3, 2, 7), (4, 9, 6)]
+)
+def test_sliding_window_mask_sees_the_last_window_keys(t, window, s):
+    mask = sliding_window_mask(t, window, s)
+    s = t if s is None else s
+    assert mask.dtype == torch.bool
+    assert mask.shape == (t, s)
+    for i in range(t):
+        p = i + (s - t)  # posição absoluta da consulta i
+        for j in range(s):
+            assert bool(mask[i, j]) == (j > p or j <= p - window)
+    # Cada consulta vê no máximo `window` chaves, e sempre a si mesma.
+    assert int((~mask).sum(-1).max()) <= window
+    assert not bool(mask[torch.arange(t), torch.arange(t) + (s - t)].any())
+
+
+def test_sliding_window_mask_wide_window_is_causal_and_works_in_attention():
+    assert torch.equal(sliding_window_mask(6, 6), causal_mask(6))
+    assert torch.equal(sliding_window_mask(4, 100, 7), causal_mask(4, 7))
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(2, 5, 8)
+    out, weights = mha(x, attn_mask=sliding_window_mask(5, 2), need_weights=True)
+    assert torch.isfinite(out).all()
+    assert torch.all(weights[..., 4, :3] == 0)  # a consulta 4 só vê as chaves 3 e 4
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 5))
+    fast, _ = mha(x, attn_mask=sliding_window_mask(5, 2))
+    torch.testing.assert_close(fast, out, atol=1e-6, rtol=1e-5)
+
+
+def test_sliding_window_mask_errors_in_portuguese():
+    with pytest.raises(ValueError, match=r"window=0, mas precisa ser >= 1"):
+        sliding_window_mask(4, 0)
+    with pytest.raises(TypeError, match=r"window deve ser um inteiro >= 1.*2.5"):
+        sliding_window_mask(4, 2.5)
+    with pytest.raises(TypeError, match=r"window deve ser um inteiro"):
+        sliding_window_mask(4, True)
+    with pytest.raises(ValueError, match=r"s=2 é menor que t=3"):
+        sliding_window_mask(3, 2, 2)

@@ -37,6 +37,38 @@ def test_layernorm_equals_torch(dtype, shape, bias):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("bias", [True, False])
+def test_layernorm_explicit_path_equals_fused_path_and_torch(dtype, shape, bias):
+    """A fórmula passo a passo (fused=False, a da aula) dá os números do kernel fundido."""
+    torch.manual_seed(11 + sum(shape))
+    ref = nn.LayerNorm(shape[-1], bias=bias, dtype=dtype)
+    _randomize(ref, seed=5)
+    fused = LayerNorm.from_torch(ref)
+    explicit = LayerNorm.from_torch(ref)
+    explicit.fused = False
+    assert fused.fused and "fused=True" in repr(fused)
+    x = (torch.randn(shape, dtype=dtype) * 3 + 1.5).requires_grad_()
+    y_fused, y_explicit = fused(x), explicit(x)
+    torch.testing.assert_close(y_explicit, y_fused, atol=TOL[dtype], rtol=TOL[dtype])
+    torch.testing.assert_close(y_explicit, ref(x), atol=TOL[dtype], rtol=TOL[dtype])
+    (g_fused,) = torch.autograd.grad(y_fused.pow(2).sum(), x)
+    (g_explicit,) = torch.autograd.grad(y_explicit.pow(2).sum(), x)
+    torch.testing.assert_close(g_explicit, g_fused, atol=10 * TOL[dtype], rtol=10 * TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("eps", [1e-6, None])
+def test_rmsnorm_explicit_path_equals_fused_path(dtype, eps):
+    torch.manual_seed(3)
+    fused, explicit = RMSNorm(8, eps=eps).to(dtype), RMSNorm(8, eps=eps, fused=False).to(dtype)
+    _randomize(fused, seed=2)
+    explicit.load_state_dict(fused.state_dict())
+    x = torch.randn(3, 5, 8, dtype=dtype)
+    torch.testing.assert_close(explicit(x), fused(x), atol=TOL[dtype], rtol=TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("eps", [1e-6, None])
 def test_rmsnorm_equals_torch(dtype, shape, eps):
     torch.manual_seed(7 + sum(shape))

@@ -326,49 +326,135 @@ def test_bad_vocabularies():
 # ---------------------------------------------------------------------------------------
 
 
-def test_splits_sizes_disjoint_and_deterministic():
-    splits = make_number_splits(10**6, 5000, 500, 500, seed=3)
-    assert {k: len(v) for k, v in splits.items()} == {"train": 5000, "val": 500, "test": 500}
+def _digit_share(numbers: list[int]) -> dict[int, float]:
+    """Fração de cada número de algarismos em `numbers`."""
+    counts = Counter(len(str(n)) for n in numbers)
+    return {d: c / len(numbers) for d, c in counts.items()}
+
+
+@pytest.mark.parametrize(
+    ("max_value", "n_train", "n_val", "n_test", "seed"),
+    [(10**6, 5000, 500, 500, 3), (10**6, 20000, 1000, 1000, 0), (10**9, 3000, 300, 700, 1)],
+)
+def test_splits_sizes_disjoint_and_deterministic(max_value, n_train, n_val, n_test, seed):
+    splits = make_number_splits(max_value, n_train, n_val, n_test, seed=seed)
+    assert {k: len(v) for k, v in splits.items()} == {
+        "train": n_train,
+        "val": n_val,
+        "test": n_test,
+    }
     train, val, test = (set(splits[k]) for k in ("train", "val", "test"))
-    assert len(train) == 5000 and len(val) == 500 and len(test) == 500  # sem repetidos
+    assert (len(train), len(val), len(test)) == (n_train, n_val, n_test)  # sem repetidos
     assert not train & val and not train & test and not val & test
-    assert all(0 <= n < 10**6 for s in splits.values() for n in s)
-    assert make_number_splits(10**6, 5000, 500, 500, seed=3) == splits
-    assert make_number_splits(10**6, 5000, 500, 500, seed=4)["test"] != splits["test"]
+    assert all(0 <= n < max_value for s in splits.values() for n in s)
+    assert make_number_splits(max_value, n_train, n_val, n_test, seed=seed) == splits
+    other = make_number_splits(max_value, n_train, n_val, n_test, seed=seed + 1)
+    assert other["test"] != splits["test"] and other["train"] != splits["train"]
+
+
+def test_splits_known_values_do_not_change():
+    # As mesmas divisões em qualquer máquina: as cotas são frações exatas e o sorteio é o
+    # random.Random(seed). Se isto mudar, os resultados guardados dos notebooks mudam.
+    splits = make_number_splits(10**6, 2000, 100, 100, seed=0)
+    assert splits["test"][:5] == [7590, 314191, 588, 844485, 159758]
+    assert splits["val"][:3] == [197, 331706, 25932]
+    assert splits["train"][:5] == [950, 974442, 970469, 276329, 312638]
+    assert sum(splits["test"]) == 30221198
 
 
 def test_splits_small_numbers_go_to_training():
     splits = make_number_splits(10**6, 2000, 300, 300, seed=0)
     assert set(range(100)) <= set(splits["train"])
     assert min(splits["val"] + splits["test"]) >= 100
+    none_kept = make_number_splits(10**4, 500, 100, 100, seed=0, always_train=0)
+    assert min(none_kept["val"] + none_kept["test"]) < 100  # sem always_train, há curtos
+
+
+@pytest.mark.parametrize(
+    ("max_value", "n_train", "n_val", "n_test", "always_train"),
+    [
+        (10**6, 20000, 1000, 1000, 100),  # o padrão do curso
+        (10**6, 10000, 1000, 1000, 100),  # o notebook 08
+        (10**6, 100000, 1000, 1000, 100),  # faixa de 3 algarismos esgotada
+        (10**5, 3000, 200, 500, 100),
+        (10**4, 2000, 500, 500, 0),
+    ],
+)
+def test_test_set_is_as_hard_as_training_by_digit_count(
+    max_value, n_train, n_val, n_test, always_train
+):
+    # A estratificação: em cada faixa de algarismos, cada conjunto tem a sua parte
+    # proporcional arredondada (menos de 2 números de diferença). Então a fração de
+    # cada faixa no teste e na validação difere da do treino sorteado por menos de
+    # 2/n_teste + 2/n_sorteados; contando os 0..always_train-1 (só no treino), por
+    # mais always_train/n_train no máximo.
+    splits = make_number_splits(
+        max_value, n_train, n_val, n_test, seed=5, always_train=always_train
+    )
+    drawn = [n for n in splits["train"] if n >= always_train]
+    train_all = _digit_share(splits["train"])
+    train_drawn = _digit_share(drawn)
+    for name, size in (("test", n_test), ("val", n_val)):
+        share = _digit_share(splits[name])
+        tolerance = 2 / size + 2 / len(drawn)
+        for digits in set(share) | set(train_drawn):
+            gap = abs(share.get(digits, 0) - train_drawn.get(digits, 0))
+            assert gap < tolerance, (name, digits, share, train_drawn)
+            gap_all = abs(share.get(digits, 0) - train_all.get(digits, 0))
+            assert gap_all < tolerance + always_train / n_train, (name, digits)
+
+
+def test_old_bias_is_gone():
+    # Antes, o teste era sorteado primeiro e levava 11% de números de 3 algarismos,
+    # enquanto o treino (20.000) ficava com 3%. Agora as duas frações coincidem (< 1 p.p.).
+    splits = make_number_splits(10**6, 20000, 1000, 1000, seed=0)
+    test, train = _digit_share(splits["test"]), _digit_share(splits["train"])
+    assert abs(test[3] - train[3]) < 0.01
+    assert test[3] < 0.06
 
 
 def test_splits_cover_every_digit_length():
+    # A metade "uniforme no número de algarismos" da mistura: sem ela, só 0,1% teria 3
+    # algarismos. A faixa de 3 algarismos (900 números) é pequena para a sua cota e
+    # entra INTEIRA, repartida entre os três conjuntos; as outras têm >= 5% cada.
     splits = make_number_splits(10**6, 20000, 1000, 1000, seed=0)
-    for name in ("train", "test"):
+    union = splits["train"] + splits["val"] + splits["test"]
+    assert set(range(100, 1000)) <= set(union)
+    for name in ("train", "val", "test"):
         counts = Counter(len(str(n)) for n in splits[name])
-        # Sorteio só uniforme daria ~0,1% de números com 3 algarismos; aqui cada
-        # tamanho de 3 a 6 algarismos tem pelo menos 5% do conjunto (ou, no treino, a
-        # maior parte dos 900 números de 3 algarismos que existem).
-        for digits in (3, 4, 5, 6):
-            wanted = 0.05 * len(splits[name])
-            if name == "train" and digits == 3:
-                wanted = 600
-            assert counts[digits] >= wanted, (name, counts)
+        assert counts[3] >= 0.03 * len(splits[name]), (name, counts)
+        for digits in (4, 5, 6):
+            assert counts[digits] >= 0.05 * len(splits[name]), (name, counts)
     train_counts = Counter(len(str(n)) for n in splits["train"])
     assert train_counts[1] == 10 and train_counts[2] == 90
 
 
-def test_test_set_does_not_depend_on_n_train():
-    a = make_number_splits(10**5, 1000, 200, 300, seed=1)
-    b = make_number_splits(10**5, 3000, 200, 300, seed=1)
-    assert a["test"] == b["test"] and a["val"] == b["val"]
+def test_intended_mixture_when_no_band_is_exhausted():
+    # Com poucos números, nenhuma faixa se esgota e cada uma recebe exatamente a sua cota
+    # da mistura 1/2 uniforme + 1/2 por número de algarismos (arredondada).
+    splits = make_number_splits(10**6, 1100, 500, 400, seed=2)
+    union = splits["train"] + splits["val"] + splits["test"]
+    counts = Counter(len(str(n)) for n in union if n >= 100)  # 1.900 sorteados
+    range_size = 10**6 - 100
+    for digits, size in ((3, 900), (4, 9000), (5, 90000), (6, 900000)):
+        expected = 1900 * (1 / 8 + size / (2 * range_size))
+        assert abs(counts[digits] - expected) < 1, (digits, counts[digits], expected)
 
 
 def test_splits_dense_case_uses_almost_everything():
     splits = make_number_splits(1000, 700, 100, 100, seed=0)
     everything = splits["train"] + splits["val"] + splits["test"]
     assert len(set(everything)) == 900 and max(everything) < 1000
+    full = make_number_splits(1000, 800, 100, 100, seed=0)  # o intervalo inteiro
+    assert sorted(full["train"] + full["val"] + full["test"]) == list(range(1000))
+
+
+def test_splits_edge_sizes():
+    only_train = make_number_splits(10**4, 500, 0, 0, seed=0)
+    assert only_train["val"] == only_train["test"] == [] and len(set(only_train["train"])) == 500
+    no_drawn_train = make_number_splits(10**4, 100, 50, 50, seed=0)
+    assert sorted(no_drawn_train["train"]) == list(range(100))
+    assert len(set(no_drawn_train["val"] + no_drawn_train["test"])) == 100
 
 
 @pytest.mark.parametrize(
@@ -377,8 +463,10 @@ def test_splits_dense_case_uses_almost_everything():
         (dict(max_value=1000, n_train=900, n_val=100, n_test=100), ValueError, r"só tem 900"),
         (dict(n_train=50), ValueError, r"n_train=50 é menor que always_train=100"),
         (dict(max_value=10**13), ValueError, r"max_value=10000000000000"),
+        (dict(max_value=50), ValueError, r"always_train=100 não pode passar de max_value=50"),
         (dict(n_val=-1), ValueError, r"n_val=-1 deve ser >= 0"),
         (dict(n_test=1.5), TypeError, r"n_test=1\.5 deve ser um inteiro"),
+        (dict(seed=0, always_train=True), TypeError, r"always_train=True deve ser um inteiro"),
     ],
 )
 def test_splits_bad_arguments(kwargs, error, pattern):

@@ -188,3 +188,69 @@ def test_plot_loss_curves_shared_steps_tensors_and_errors():
         plot_loss_curves({"val": ([1, 2], [1.0, 2.0, 3.0])})
     with pytest.raises(TypeError, match=r"'treino' tem um valor não numérico na posição 1"):
         plot_loss_curves({"treino": [1.0, "x"]})
+
+
+def test_plot_mask_two_colors_labels_and_legend():
+    from tpt.masks import merge_masks, padding_mask
+    from tpt.plot import plot_mask
+
+    kpm = padding_mask([5, 3], 5)  # (2, 5)
+    mask = merge_masks(key_padding_mask=kpm, is_causal=True, t=5)  # (2, 1, 5, 5)
+    fig = plot_mask(mask[1:2, 0], TOKENS, title="máscara combinada")
+    ax = fig.axes[0]
+    assert len(fig.axes) == 1  # legenda, não barra de cores
+    image = ax.images[0].get_array()
+    assert np.array_equal(np.asarray(image), mask[1, 0].numpy().astype(float))
+    assert _labels(ax.get_xticklabels()) == TOKENS
+    assert ax.get_xlabel() == "chaves" and ax.get_ylabel() == "consultas"
+    legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert legend == ["livre (False)", "bloqueado (True)"]
+    bare = plot_mask(mask[0, 0], legend=False)
+    assert bare.axes[0].get_legend() is None
+
+
+def test_plot_mask_rejects_float_masks_in_portuguese():
+    from tpt.plot import plot_mask
+
+    additive = torch.zeros(3, 3).masked_fill(torch.ones(3, 3).triu(1).bool(), float("-inf"))
+    with pytest.raises(TypeError, match=r"booleana.*mask == float\('-inf'\)"):
+        plot_mask(additive)
+    with pytest.raises(TypeError, match=r"booleana"):
+        plot_mask(np.zeros((2, 2)))
+    with pytest.raises(ValueError, match=r"passe key_labels"):
+        plot_mask(torch.zeros(2, 3, dtype=torch.bool), ["a", "b"])
+
+
+def test_plot_norm_placement_draws_both_blocks():
+    from tpt.plot import plot_norm_placement
+
+    fig = plot_norm_placement()
+    assert isinstance(fig, Figure)
+    post, pre = fig.axes
+    assert post.get_title().startswith("Pós-normalização")
+    assert pre.get_title().startswith("Pré-normalização")
+    texts = [[t.get_text() for t in ax.texts] for ax in (post, pre)]
+    # Duas normas por camada nas duas ordens; a norma final só na pré-normalização.
+    assert texts[0].count("LayerNorm") == 2 and "LayerNorm final" not in texts[0]
+    assert texts[1].count("LayerNorm") == 2 and "LayerNorm final" in texts[1]
+    for labels in texts:
+        assert labels.count("+") == 2 and labels.count("Dropout") == 2
+        assert "Autoatenção" in labels and "FFN" in labels
+    # Pós: a subcamada vem antes da norma; pré: a norma vem antes da subcamada.
+    ys = {ax: {t.get_text(): t.get_position()[1] for t in ax.texts} for ax in (post, pre)}
+    assert ys[post]["Autoatenção"] < min(
+        t.get_position()[1] for t in post.texts if t.get_text() == "LayerNorm"
+    )
+    assert ys[pre]["Autoatenção"] > min(
+        t.get_position()[1] for t in pre.texts if t.get_text() == "LayerNorm"
+    )
+    assert post.get_ylim() == pre.get_ylim()  # mesma escala nas duas colunas
+
+
+def test_plot_norm_placement_rejects_bad_sublayers():
+    from tpt.plot import plot_norm_placement
+
+    with pytest.raises(ValueError, match="sublayers"):
+        plot_norm_placement("FFN")
+    with pytest.raises(ValueError, match="titles"):
+        plot_norm_placement(titles=("só um",))

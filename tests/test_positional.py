@@ -184,3 +184,29 @@ def test_alibi_bias_formula_with_queries_last():
                 want = -slopes[h].item() * abs((i + 2) - j)
                 assert abs(bias[h, i, j].item() - want) < 1e-7  # float32, valores pequenos
     assert torch.all(bias[:, torch.arange(3), torch.arange(2, 5)] == 0)  # diagonal deslocada
+
+
+def test_tables_are_rebuilt_in_the_model_dtype():
+    """Em float64 as tabelas são exatas (refeitas em float64), não floats de 32 bits convertidos."""
+    sin_module = SinusoidalPositionalEncoding(16, max_len=50).double()
+    exact = sinusoidal_encoding(50, 16, dtype=torch.float64)
+    assert_close(sin_module.pe, exact, atol=1e-15, rtol=0)
+    rope = RotaryEmbedding(8, max_len=30).to(torch.float64)
+    angles = torch.arange(30, dtype=torch.float64)[:, None] * 10000.0 ** (
+        -torch.arange(0, 8, 2, dtype=torch.float64) / 8
+    )
+    assert_close(rope.cos[:, 0::2], torch.cos(angles), atol=1e-15, rtol=0)
+    assert_close(rope.sin[:, 1::2], torch.sin(angles), atol=1e-15, rtol=0)
+    back = rope.float()
+    assert back.cos.dtype == torch.float32 and back.sin.dtype == torch.float32
+
+
+def test_float64_gpt_uses_the_exact_table():
+    import tpt
+
+    torch.manual_seed(0)
+    model = tpt.GPT(tpt.GPTConfig(vocab_size=11, max_len=16, embed_dim=8, num_heads=2,
+                                  num_layers=1, positional="sinusoidal")).double()
+    assert model.positional.pe.dtype == torch.float64
+    assert_close(model.positional.pe, sinusoidal_encoding(16, 8, dtype=torch.float64),
+                 atol=1e-15, rtol=0)

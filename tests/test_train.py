@@ -415,3 +415,28 @@ def test_save_checkpoint_rejects_unsafe_extra(tmp_path):
         save_checkpoint(tmp_path / "x.pt", tiny_gpt(), extra={"fn": lambda: 0})
     with pytest.raises(TypeError, match="sabe salvar"):
         save_checkpoint(tmp_path / "x.pt", torch.nn.Linear(2, 2))
+
+
+def test_make_optimizer_uses_fused_adamw_with_the_same_numbers():
+    """O AdamW fundido (quando o torch o tem) dá os mesmos passos que o padrão."""
+    from tpt.train import make_optimizer
+
+    torch.manual_seed(0)
+    a = torch.nn.Linear(6, 4)
+    b = torch.nn.Linear(6, 4)
+    b.load_state_dict(a.state_dict())
+    fused = make_optimizer(a, lr=1e-2)
+    plain = torch.optim.AdamW(
+        [{"params": [b.weight], "weight_decay": 0.01}, {"params": [b.bias], "weight_decay": 0.0}],
+        lr=1e-2,
+    )
+    if tuple(int(x) for x in torch.__version__.split(".")[:2]) >= (2, 4):
+        assert fused.defaults["fused"] is True  # o AdamW fundido existe na CPU desde o 2.4
+    x = torch.randn(5, 6)
+    for _ in range(3):
+        for model, opt in ((a, fused), (b, plain)):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+    torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(a.bias, b.bias, atol=1e-6, rtol=1e-5)

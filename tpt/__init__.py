@@ -13,10 +13,12 @@ módulo                   notebook
 ``tpt.masks``            06_mascaras
 ``tpt.norms``            07_blocos (LayerNorm; RMSNorm: 10)
 ``tpt.feedforward``      07_blocos (SwiGLU: 10)
+``tpt.moe``              10_transformers_modernos (mistura de especialistas)
 ``tpt.layers``           07_blocos, 08_encoder_decoder
 ``tpt.model``            08_encoder_decoder, 09_geracao
 ``tpt.train``            08_encoder_decoder, 09_geracao
 ``tpt.generation``       09_geracao
+``tpt.kv_cache``         09_geracao (``KVCache``)
 ``tpt.data``             dados do curso (números por extenso, corpus)
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
@@ -29,7 +31,7 @@ Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas co
 from __future__ import annotations
 
 from tpt import plot, version
-from tpt.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from tpt.attention import MultiHeadAttention, scaled_dot_product_attention
 from tpt.data import (
     NumbersDataset,
     NumberVocab,
@@ -46,9 +48,11 @@ from tpt.device import get_device, seed_everything
 from tpt.embedding import TokenEmbedding
 from tpt.feedforward import FeedForward
 from tpt.generation import beam_search, generate, generate_text, greedy_decode
+from tpt.kv_cache import KVCache
 from tpt.layers import DecoderLayer, EncoderLayer
-from tpt.masks import causal_mask, merge_masks, padding_mask
+from tpt.masks import causal_mask, merge_masks, padding_mask, sliding_window_mask
 from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
+from tpt.moe import MoEFeedForward, load_balancing_loss
 from tpt.norms import LayerNorm, RMSNorm
 from tpt.numfmt import compare, fmt, fmt_bytes
 from tpt.positional import (
@@ -108,6 +112,7 @@ __all__ = [
     "MultiHeadAttention",
     "KVCache",
     "causal_mask",
+    "sliding_window_mask",
     "padding_mask",
     "merge_masks",
     # posições
@@ -123,6 +128,8 @@ __all__ = [
     "LayerNorm",
     "RMSNorm",
     "FeedForward",
+    "MoEFeedForward",
+    "load_balancing_loss",
     "EncoderLayer",
     "DecoderLayer",
     "Encoder",

@@ -260,6 +260,8 @@ class MultiHeadAttention(nn.Module):
         caminho explícito (o kernel fundido não os guarda).
         """
         t, s = q.shape[-2], k.shape[-2]
+        if is_causal and t == 1:
+            is_causal = False  # uma consulta só, a da última posição: ela vê todas as chaves
         mask = merge_masks(
             attn_mask, key_padding_mask, is_causal=is_causal, t=t, s=s, device=q.device
         )  # (b|1, h|1, t, s) ou None

@@ -1,8 +1,9 @@
-"""Geração autorregressiva: amostragem, cache de K/V, decodificação gulosa e beam search.
+"""Geração autorregressiva: amostragem, cache de chaves e valores, decodificação gulosa e
+busca em feixe (beam search).
 
 Ver notebooks/09_geracao.ipynb.
 
-Só o DECODIFICADOR é autorregressivo (errata 19): a cada passo o modelo devolve logits
+Só o **decoder** é autorregressivo (errata 19): a cada passo o modelo devolve logits
 para o próximo token, escolhemos um token, o acrescentamos à sequência e repetimos.
 Há duas maneiras de escolher:
 
@@ -11,10 +12,10 @@ Há duas maneiras de escolher:
 - amostragem (`sample_next_token`): sorteia da distribuição softmax(logits / T), depois
   de filtrar os tokens improváveis com top-k e/ou top-p.
 
-O cache de K/V evita recalcular as chaves e valores do prefixo a cada passo: o prompt
-inteiro passa UMA vez pelo modelo (prefill, com máscara causal, preenchendo o cache) e
-depois só o token novo entra, na posição `len(cache)` (errata 34). Com ou sem cache, os
-tokens gerados são os mesmos (os testes conferem).
+O cache de chaves e valores evita recalcular as chaves e os valores do prefixo a cada
+passo: o prompt inteiro passa **uma** vez pelo modelo (prefill, com máscara causal,
+preenchendo o cache) e depois só o token novo entra, na posição `len(cache)` (errata 34).
+Com ou sem cache, os tokens gerados são os mesmos (os testes conferem).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.model import GPT
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 # ---------------------------------------------------------------------------------------
@@ -197,6 +199,7 @@ def generate(
     generator: torch.Generator | None = None,
     use_cache: bool = True,
     eos_id: int | None = None,
+    window_keep: int | None = None,
 ) -> Tensor:
     """Continua o prompt `idx` (b, t) com até `max_new_tokens` tokens: devolve (b, t + n).
 
@@ -208,9 +211,13 @@ def generate(
     - `eos_id`: uma linha que gera `<eos>` termina; as posições seguintes dela recebem
       `<pad>` (PAD_ID). Se todas terminarem, a geração para antes (n < max_new_tokens).
 
-    O prompt mais os tokens novos precisam caber no contexto: t + max_new_tokens <=
-    `model.config.max_len` (não cortamos o prompt em silêncio). O modelo roda em modo
-    eval (sem dropout) e volta ao modo anterior no fim.
+    Janela deslizante: o prompt precisa caber no contexto (t <= `model.config.max_len`;
+    não o cortamos em silêncio), mas a geração pode ir além dele. Quando a janela de
+    contexto ficaria maior que `max_len`, ela recomeça com os últimos `window_keep`
+    tokens (padrão `max_len // 2`), que voltam a ocupar as posições 0, 1, ...; com cache,
+    esses tokens passam de novo pelo modelo (um novo prefill). A regra é a mesma com e
+    sem cache, então os dois geram os mesmos tokens. O modelo roda em modo eval (sem
+    dropout) e volta ao modo anterior no fim.
     """
     _check_ids(idx, "idx")
     _check_count("max_new_tokens", max_new_tokens, 0)
@@ -232,11 +239,11 @@ def generate(
             f"o prompt tem {idx.size(1)} tokens, mais que o contexto do modelo "
             f"(max_len={max_len}); encurte o prompt"
         )
-    if idx.size(1) + max_new_tokens > max_len:
+    keep = max_len // 2 if window_keep is None else window_keep
+    if isinstance(keep, bool) or not isinstance(keep, int) or not 1 <= keep <= max_len:
         raise ValueError(
-            f"prompt ({idx.size(1)} tokens) + max_new_tokens={max_new_tokens} = "
-            f"{idx.size(1) + max_new_tokens} passa do contexto do modelo (max_len={max_len}); "
-            f"peça no máximo {max_len - idx.size(1)} tokens novos"
+            f"window_keep={window_keep!r} deve ser um inteiro entre 1 e max_len={max_len} "
+            "(quantos tokens recentes a janela mantém quando desliza)"
         )
 
     def choose(logits: Tensor) -> Tensor:  # (b, V) -> (b,)
@@ -253,6 +260,9 @@ def generate(
         finished = torch.zeros(out.size(0), dtype=torch.bool, device=out.device)  # (b,)
         if max_new_tokens == 0:
             return out.clone()
+        start = 0  # a janela de contexto é out[:, start:]
+        # Os tokens novos vêm do próprio modelo: o GPT não precisa conferi-los a cada passo.
+        trusted = {"validate": False} if isinstance(model, GPT) else {}
         cache = model.new_cache() if use_cache else None
         # Prefill: o prompt inteiro de uma vez (causal), enchendo o cache.
         logits = model(out, cache=cache)[:, -1, :]  # (b, V)
@@ -262,12 +272,16 @@ def generate(
                 next_token = next_token.masked_fill(finished, PAD_ID)
                 finished |= next_token == eos_id
             out = torch.cat([out, next_token[:, None]], dim=1)  # (b, t + 1)
-            if step == max_new_tokens - 1 or bool(finished.all()):
+            if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
                 break
-            if use_cache:
-                logits = model(next_token[:, None], cache=cache)[:, -1, :]  # só o novo
+            if out.size(1) - start > max_len:  # a janela não cabe mais: desliza
+                start = out.size(1) - keep
+                cache = model.new_cache() if use_cache else None
+                logits = model(out[:, start:], cache=cache)[:, -1, :]  # novo prefill
+            elif use_cache:
+                logits = model(next_token[:, None], cache=cache, **trusted)[:, -1, :]  # só o novo
             else:
-                logits = model(out)[:, -1, :]  # recalcula tudo
+                logits = model(out[:, start:])[:, -1, :]  # recalcula a janela inteira
         return out
     finally:
         model.train(was_training)
@@ -298,7 +312,7 @@ def generate_text(
 
 
 # ---------------------------------------------------------------------------------------
-# Transformer (seq2seq): decodificação gulosa e beam search
+# Transformer (seq2seq): decodificação gulosa e busca em feixe
 # ---------------------------------------------------------------------------------------
 
 
@@ -342,7 +356,7 @@ def greedy_decode(
 ) -> list[list[int]]:
     """Tradução gulosa com o `Transformer`: uma lista de ids por fonte de `src` (b, s).
 
-    O codificador roda UMA vez por fonte (errata 19); o decodificador começa em `<bos>`
+    O encoder roda **uma** vez por fonte (errata 19); o decoder começa em `<bos>`
     e acrescenta o argmax a cada passo até gerar `<eos>` ou `max_len` tokens. Cada
     sequência para no seu próprio `<eos>`; a lista devolvida não inclui `<bos>` nem
     `<eos>`. `<pad>` e `<bos>` nunca são gerados. `src_key_padding_mask` (b, s),
@@ -391,7 +405,7 @@ def greedy_decode(
 
 
 class Hypothesis(NamedTuple):
-    """Uma hipótese do beam search: ids (sem `<bos>`/`<eos>`), nota normalizada e log-prob."""
+    """Uma hipótese da busca em feixe: ids (sem `<bos>`/`<eos>`), nota normalizada e log-prob."""
 
     tokens: list[int]
     score: float
@@ -401,14 +415,14 @@ class Hypothesis(NamedTuple):
 def length_penalty_gnmt(length: int, alpha: float) -> float:
     """Penalidade de comprimento do GNMT (Wu et al., 2016): ((5 + |Y|) / 6) ** alpha.
 
-    A nota de uma hipótese é log P(Y) / lp(Y). Sem ela (alpha = 0) o beam search prefere
+    A nota de uma hipótese é log P(Y) / lp(Y). Sem ela (alpha = 0) a busca em feixe prefere
     frases curtas, porque cada token a mais só soma log-probabilidades negativas.
     """
     return ((5.0 + length) / 6.0) ** alpha
 
 
 def _reorder_cache(cache: list[Any], beam_idx: Tensor) -> None:
-    """Reordena (e replica) as linhas de todos os caches de K/V segundo `beam_idx`."""
+    """Reordena (e replica) as linhas de todos os caches de chaves e valores segundo `beam_idx`."""
     for layer_cache in cache:
         parts = layer_cache if isinstance(layer_cache, (tuple, list)) else (layer_cache,)
         for kv in parts:

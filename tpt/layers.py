@@ -25,7 +25,7 @@ from torch import Tensor, nn
 from tpt.attention import MultiHeadAttention
 from tpt.feedforward import FeedForward, activation_from_torch, check_activation
 from tpt.kv_cache import KVCache
-from tpt.norms import NORMS, make_norm, norm_from_torch
+from tpt.norms import _TORCH_RMSNORM, NORMS, make_norm, norm_from_torch
 
 __all__ = ["DecoderLayer", "EncoderLayer"]
 
@@ -67,7 +67,7 @@ def _torch_layer_settings(layer: nn.Module) -> dict:
     norm1 = layer.norm1
     if isinstance(norm1, nn.LayerNorm):
         norm = "layernorm"
-    elif isinstance(norm1, nn.RMSNorm):
+    elif _TORCH_RMSNORM is not None and isinstance(norm1, _TORCH_RMSNORM):
         norm = "rmsnorm"
     else:
         raise TypeError(f"norm1 do tipo {type(norm1).__name__} não é suportada")

@@ -1,4 +1,4 @@
-"""Máscaras de atenção: causal, de padding e a combinação das duas.
+"""Máscaras de atenção: causal, de preenchimento, janela deslizante e a combinação delas.
 
 Ver notebooks/06_mascaras.ipynb.
 
@@ -28,6 +28,7 @@ from torch import Tensor
 
 __all__ = [
     "causal_mask",
+    "sliding_window_mask",
     "padding_mask",
     "merge_masks",
     "check_attn_mask",
@@ -61,13 +62,47 @@ def causal_mask(
     return blocked.triu(diagonal=s - t + 1)  # (t, s)
 
 
+def sliding_window_mask(
+    t: int,
+    window: int,
+    s: int | None = None,
+    *,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Máscara causal com janela deslizante (atenção local) ``(t, s)``: ``True`` = bloqueado.
+
+    A consulta na posição absoluta ``p`` vê só as ``window`` chaves mais recentes,
+    ``p - window + 1 .. p`` (ela mesma incluída): o futuro fica bloqueado, como em
+    :func:`causal_mask`, e o passado distante também. Com ``window >= s`` é igual à
+    máscara causal. As posições seguem :func:`causal_mask`: com ``s > t`` as consultas
+    são as últimas ``t`` posições (``p = i + (s - t)``).
+    """
+    if isinstance(window, bool) or not isinstance(window, int):
+        raise TypeError(
+            f"sliding_window_mask: window deve ser um inteiro >= 1 (quantas chaves cada "
+            f"consulta vê, ela mesma incluída), mas recebeu {window!r}."
+        )
+    if window < 1:
+        raise ValueError(
+            f"sliding_window_mask: window={window}, mas precisa ser >= 1 (com window=1 "
+            f"cada token vê só a si mesmo)."
+        )
+    future = causal_mask(t, s, device=device)  # (t, s): as chaves do futuro
+    s = future.shape[-1]
+    # Bloqueia também a chave j quando j <= p - window, com p = i + (s - t).
+    too_old = torch.ones(t, s, dtype=torch.bool, device=future.device).tril(
+        diagonal=s - t - window
+    )  # (t, s)
+    return future | too_old  # (t, s)
+
+
 def padding_mask(
     lengths: Tensor | Sequence[int],
     t: int | None = None,
     *,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Máscara de padding ``(b, t)``: ``True`` onde a posição é ``>= lengths[b]``.
+    """Máscara de preenchimento ``(b, t)``: ``True`` onde a posição é ``>= lengths[b]``.
 
     ``lengths`` tem forma ``(b,)`` e dá o comprimento real de cada sequência de um lote
     preenchido à direita. ``t`` é o comprimento do lote (padrão: o maior comprimento).

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from tpt.attention import KVCache
 from tpt.embedding import TokenEmbedding
 from tpt.feedforward import ACTIVATIONS
+from tpt.kv_cache import KVCache
 from tpt.layers import DecoderLayer, EncoderLayer, _torch_layer_settings
+from tpt.moe import MoEFeedForward
 from tpt.norms import NORMS, make_norm, norm_from_torch
 from tpt.positional import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
@@ -555,7 +556,10 @@ class GPTConfig:
     ``positional``: ``"learned"`` (GPT-2), ``"sinusoidal"`` (artigo), ``"rope"`` ou
     ``"alibi"`` (os dois últimos agem dentro da atenção). ``num_kv_heads`` < ``num_heads``
     liga GQA (1 = MQA). ``norm``: ``"layernorm"`` ou ``"rmsnorm"``. ``activation``:
-    ``"relu"``, ``"gelu"`` ou ``"swiglu"``.
+    ``"relu"``, ``"gelu"`` ou ``"swiglu"``. ``num_experts`` (padrão ``None``) troca a
+    FFN de cada bloco por uma ``MoEFeedForward`` com ``num_experts`` especialistas de
+    largura ``ff_dim``, ``moe_top_k`` por token e perda de balanceamento de peso
+    ``moe_aux_weight`` (``lm_loss`` a soma durante o treino).
     """
 
     vocab_size: int
@@ -574,10 +578,23 @@ class GPTConfig:
     bias: bool = True
     eps: float = 1e-5
     fused: bool = True
+    num_experts: int | None = None
+    moe_top_k: int = 2
+    moe_aux_weight: float = 0.01
 
     def __post_init__(self) -> None:
         _check_common_config(self)
         _positive_int("num_layers", self.num_layers)
+        if self.num_experts is not None:
+            _positive_int("num_experts", self.num_experts)
+            _positive_int("moe_top_k", self.moe_top_k)
+            if self.moe_top_k > self.num_experts:
+                raise ValueError(
+                    f"moe_top_k={self.moe_top_k} não pode passar de "
+                    f"num_experts={self.num_experts}"
+                )
+            if not self.moe_aux_weight >= 0:
+                raise ValueError(f"moe_aux_weight={self.moe_aux_weight} deve ser >= 0")
         if self.norm not in NORMS:
             raise ValueError(f"norm={self.norm!r} desconhecida; opções válidas: {', '.join(NORMS)}")
         if self.positional not in GPT_POSITIONALS:
@@ -647,9 +664,16 @@ class GPT(_ModelMixin, nn.Module):
             )
             for _ in range(c.num_layers)
         )
+        if c.num_experts is not None:  # mistura de especialistas no lugar de cada FFN
+            for layer in self.layers:
+                layer.ffn = MoEFeedForward(
+                    c.embed_dim, c.num_experts, c.moe_top_k, c.ff_dim, activation=c.activation,
+                    dropout=c.dropout, bias=c.bias, aux_loss_weight=c.moe_aux_weight,
+                )
         self.norm = make_norm(c.norm, c.embed_dim, c.eps, bias=c.bias) if c.norm_first else None
         self.lm_head = nn.Linear(c.embed_dim, c.vocab_size, bias=False)
         self.attn_weights: list[Tensor] | None = None
+        self.aux_loss: Tensor | None = None  # soma das perdas de balanceamento (só com MoE)
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
@@ -670,19 +694,25 @@ class GPT(_ModelMixin, nn.Module):
         key_padding_mask: Tensor | None = None,
         cache: list[KVCache] | None = None,
         need_weights: bool = False,
+        validate: bool = True,
     ) -> Tensor:
         """ids ``(b, t)`` -> logits ``(b, t, V)`` (causal: a posição i só vê 0..i).
 
         Com ``cache`` (de ``new_cache()``), ``idx`` traz só os tokens novos, que ocupam
         as posições ``len(cache) .. len(cache) + t - 1``. ``key_padding_mask`` ``(b, s)``
         (True = ``<pad>``) cobre todas as ``s = len(cache) + t`` chaves.
+
+        ``validate=False`` pula a conferência dos ids (que lê os valores e, na GPU, faz a
+        CPU esperar por ela): ``tpt.generate`` confere o prompt uma vez e depois só passa
+        tokens que o próprio modelo escolheu.
         """
         c = self.config
         offset = 0
         if cache is not None:
             _check_cache_list(cache, c.num_layers, "KVCache")
             offset = len(cache[0])
-        _check_ids(idx, "idx", c.vocab_size, c.max_len, offset)
+        if validate:
+            _check_ids(idx, "idx", c.vocab_size, c.max_len, offset)
         x = self.embedding(idx)  # (b, t, d)
         if self.positional is not None:
             x = self.positional(x, offset=offset)  # (b, t, d)
@@ -696,6 +726,8 @@ class GPT(_ModelMixin, nn.Module):
                 cache=None if cache is None else cache[i],
             )
         self.attn_weights = [lay.attn_weights for lay in self.layers] if need_weights else None
+        if self.config.num_experts is not None:
+            self.aux_loss = sum(layer.ffn.aux_loss for layer in self.layers)
         if self.norm is not None:
             x = self.norm(x)
         return self.lm_head(x)  # (b, t, V)

@@ -21,8 +21,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
-from matplotlib.colors import Normalize
+from matplotlib.colors import ListedColormap, Normalize
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 from matplotlib.ticker import ScalarFormatter
 
 from tpt.numfmt import to_brazilian
@@ -33,6 +34,8 @@ __all__ = [
     "plot_attention_heads",
     "plot_positional_encoding",
     "plot_loss_curves",
+    "plot_mask",
+    "plot_norm_placement",
     "BrazilianFormatter",
     "brazilian_axes",
 ]
@@ -490,4 +493,228 @@ def plot_loss_curves(
     ax.grid(True, alpha=0.3)
     ax.legend()
     brazilian_axes(ax)
+    return fig
+
+
+# --------------------------------------------------------------------------------------
+# Máscaras booleanas (notebook 06)
+# --------------------------------------------------------------------------------------
+
+
+def plot_mask(
+    mask: Any,
+    query_labels: Sequence[Any] | None = None,
+    key_labels: Sequence[Any] | None = None,
+    *,
+    title: str = "Máscara de atenção",
+    ax: Axes | None = None,
+    legend: bool = True,
+) -> Figure:
+    """Desenha uma máscara booleana ``(t, s)`` na convenção do tpt (``True`` = bloqueado).
+
+    Duas cores só (cinza-escuro = bloqueado, claro = livre) e uma legenda no lugar da
+    barra de cores. Linhas = consultas, colunas = chaves, como em :func:`plot_attention`.
+
+    Args:
+        mask: tensor ou array booleano ``(t, s)`` (aceita ``(1, t, s)``, ``(1, 1, t, s)``).
+        query_labels: ``t`` rótulos; key_labels: ``s`` rótulos (padrão: os das consultas,
+            se ``s == t``).
+        title: título do gráfico.
+        ax: eixo onde desenhar (opcional).
+        legend: mostra a legenda das duas cores (desligue nos painéis repetidos).
+    """
+    if isinstance(mask, torch.Tensor):
+        if mask.dtype != torch.bool:
+            raise TypeError(
+                f"plot_mask espera uma máscara booleana (torch.bool, True = bloqueado); "
+                f"recebi dtype {mask.dtype}. Para uma máscara aditiva float use "
+                "`mask == float('-inf')`."
+            )
+        mask = mask.detach().cpu().numpy()
+    array = np.asarray(mask)
+    if array.dtype != np.bool_:
+        raise TypeError(
+            f"plot_mask espera uma máscara booleana (True = bloqueado); recebi {array.dtype}."
+        )
+    data = _squeeze_leading(array.astype(np.float64), 2, "mask", "(t, s)")
+    t, s = data.shape
+    y_labels, x_labels = _attention_labels(query_labels, key_labels, t, s)
+    if ax is None:
+        fig, ax = _new_axes((min(_cell_size(s) + 2.2, _MAX_WIDTH), _cell_size(t) + 0.4))
+    else:
+        fig = ax.figure
+    colors = ListedColormap(["#f2f2f2", "#3b3b3b"])  # livre, bloqueado
+    ax.imshow(data, cmap=colors, vmin=0.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    ax.set_xticks(range(s), x_labels, rotation=90)
+    ax.set_yticks(range(t), y_labels)
+    # Linhas finas entre as células, para contar posições.
+    ax.set_xticks(np.arange(-0.5, s, 1.0), minor=True)
+    ax.set_yticks(np.arange(-0.5, t, 1.0), minor=True)
+    ax.grid(which="minor", color="#9a9a9a", linewidth=0.4)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("chaves")
+    ax.set_ylabel("consultas")
+    ax.set_title(title)
+    if legend:
+        handles = [
+            Patch(facecolor="#f2f2f2", edgecolor="gray", label="livre (False)"),
+            Patch(facecolor="#3b3b3b", edgecolor="gray", label="bloqueado (True)"),
+        ]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=8)
+    return fig
+
+
+# --------------------------------------------------------------------------------------
+# Onde ficam as normalizações (notebook 07)
+# --------------------------------------------------------------------------------------
+
+_BLOCK_COLORS = {
+    "norm": "#f6c85f",  # LayerNorm: a peça que muda de lugar
+    "sublayer": "#9dc3e6",  # autoatenção e FFN
+    "dropout": "#e6e6e6",
+    "final": "#fbe3a6",
+}
+
+
+def _layer_elements(norm_first: bool, sublayers: Sequence[str]) -> list[tuple[str, str]]:
+    """Elementos de baixo para cima: ``(tipo, rótulo)``; tipo em norm/sublayer/dropout/plus."""
+    elements: list[tuple[str, str]] = []
+    for name in sublayers:
+        if norm_first:
+            elements += [("norm", "LayerNorm"), ("sublayer", name), ("dropout", "Dropout")]
+            elements += [("plus", "+")]
+        else:
+            elements += [("sublayer", name), ("dropout", "Dropout"), ("plus", "+")]
+            elements += [("norm", "LayerNorm")]
+    return elements
+
+
+def _draw_layer(ax: Axes, norm_first: bool, sublayers: Sequence[str], title: str) -> float:
+    """Desenha uma camada em ``ax``; devolve a altura usada (para alinhar as colunas)."""
+    from matplotlib.patches import Circle, FancyBboxPatch
+
+    elements = _layer_elements(norm_first, sublayers)
+    step = 1.0
+    y_input = 0.0
+    ys = [y_input + step * (i + 1) for i in range(len(elements))]
+    top = ys[-1] + step
+    if norm_first:
+        top += step  # espaço para a LayerNorm final
+    x_mid, x_res, width, height = 0.0, -1.45, 1.9, 0.62
+    arrow = dict(arrowstyle="-|>", color="#333333", linewidth=1.1, shrinkA=0, shrinkB=0)
+
+    def stream(y0: float, y1: float) -> None:
+        ax.annotate("", xy=(x_mid, y1), xytext=(x_mid, y0), arrowprops=arrow)
+
+    ax.text(x_mid, y_input, "x (entrada da camada)", ha="center", va="center", fontsize=9)
+    previous_top = y_input + 0.18
+    branch_y = y_input + 0.5 * step  # onde a residual se separa do fluxo
+    for (kind, label), y in zip(elements, ys, strict=True):
+        if kind == "plus":
+            ax.add_patch(Circle((x_mid, y), 0.22, facecolor="white", edgecolor="#333333"))
+            ax.text(x_mid, y, "+", ha="center", va="center", fontsize=13)
+            stream(previous_top, y - 0.22)
+            # A residual: sai do fluxo ANTES da subcamada e entra na soma.
+            ax.plot([x_mid, x_res, x_res], [branch_y, branch_y, y], color="#c0392b", linewidth=1.4)
+            ax.annotate(
+                "",
+                xy=(x_mid - 0.22, y),
+                xytext=(x_res, y),
+                arrowprops={**arrow, "color": "#c0392b", "linewidth": 1.4},
+            )
+            previous_top = y + 0.22
+            branch_y = y + 0.5 * step if norm_first else y + 1.5 * step
+        else:
+            ax.add_patch(
+                FancyBboxPatch(
+                    (x_mid - width / 2, y - height / 2),
+                    width,
+                    height,
+                    boxstyle="round,pad=0.02,rounding_size=0.12",
+                    facecolor=_BLOCK_COLORS[kind],
+                    edgecolor="#333333",
+                    linewidth=1.0,
+                )
+            )
+            ax.text(x_mid, y, label, ha="center", va="center", fontsize=9.5)
+            stream(previous_top, y - height / 2)
+            previous_top = y + height / 2
+    y_out = top
+    if norm_first:
+        y_final = ys[-1] + step * 1.1
+        ax.add_patch(
+            FancyBboxPatch(
+                (x_mid - width / 2, y_final - height / 2),
+                width,
+                height,
+                boxstyle="round,pad=0.02,rounding_size=0.12",
+                facecolor=_BLOCK_COLORS["final"],
+                edgecolor="#333333",
+                linewidth=1.0,
+                linestyle="--",
+            )
+        )
+        ax.text(x_mid, y_final, "LayerNorm final", ha="center", va="center", fontsize=9.5)
+        ax.text(
+            x_mid + width / 2 + 0.12,
+            y_final,
+            "uma vez,\ndepois da\núltima camada",
+            ha="left",
+            va="center",
+            fontsize=8,
+            color="#555555",
+        )
+        stream(previous_top, y_final - height / 2)
+        previous_top = y_final + height / 2
+        y_out = y_final + step * 0.9
+    stream(previous_top, y_out - 0.18)
+    ax.text(x_mid, y_out, "saída", ha="center", va="center", fontsize=9)
+    ax.text(
+        x_res - 0.1,
+        ys[0],
+        "residual",
+        rotation=90,
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color="#c0392b",
+    )
+    ax.set_xlim(-2.3, 2.3)
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=11)
+    return y_out
+
+
+def plot_norm_placement(
+    sublayers: Sequence[str] = ("Autoatenção", "FFN"),
+    *,
+    titles: tuple[str, str] = (
+        "Pós-normalização (artigo, 2017)",
+        "Pré-normalização (modelos atuais)",
+    ),
+) -> Figure:
+    """Diagrama lado a lado de uma camada com pós- e com pré-normalização.
+
+    Em cada coluna o fluxo sobe de ``x`` até a saída; a linha vermelha é a conexão
+    residual, que sai do fluxo ANTES da subcamada (ela soma a entrada da subcamada) e
+    entra no ``+``. O dropout fica na saída da subcamada, antes da soma. Na
+    pré-normalização, a ``LayerNorm final`` (tracejada) aparece uma vez só, depois da
+    última camada da pilha. Ver notebooks/07_blocos.ipynb.
+    """
+    if isinstance(sublayers, str) or len(sublayers) < 1:
+        raise ValueError(
+            f"sublayers deve ser uma sequência com os nomes das subcamadas, como "
+            f"('Autoatenção', 'FFN'); recebi {sublayers!r}"
+        )
+    if len(titles) != 2:
+        raise ValueError(f"titles deve ter dois textos (pós e pré); recebi {titles!r}")
+    rows = 4 * len(sublayers) + 3
+    fig, axes = plt.subplots(1, 2, figsize=(9.0, min(0.55 * rows + 1.0, 9.0)), layout="constrained")
+    heights = [
+        _draw_layer(ax, norm_first, list(sublayers), title)
+        for ax, norm_first, title in zip(axes, (False, True), titles, strict=True)
+    ]
+    for ax in axes:
+        ax.set_ylim(-0.6, max(heights) + 0.6)  # a mesma escala nas duas colunas
     return fig

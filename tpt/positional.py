@@ -6,11 +6,14 @@ notebooks/10_transformers_modernos.ipynb (RoPE e ALiBi).
 Sem posições, a autoatenção é equivariante a permutações: embaralhar os tokens só
 embaralha as saídas. Há duas famílias de soluções:
 
-* SOMAR um vetor por posição às embeddings (senoidal, aprendida). A codificação é
-  ABSOLUTA; o que a senoidal facilita é aprender deslocamentos relativos, porque
+* **somar** um vetor por posição aos embeddings (senoidal, aprendida). A codificação é
+  **absoluta**; o que a senoidal facilita é aprender deslocamentos relativos, porque
   PE(p + k) = R(k) PE(p) para uma rotação fixa R(k) (ver ``pe_rotation``);
-* mexer diretamente nos scores da atenção: RoPE gira q e k (o score passa a depender
-  só de p - q) e ALiBi soma um viés -m * |p - q| com inclinação m fixa por cabeça.
+* agir dentro da atenção, sobre as consultas e chaves ou sobre as pontuações. Para uma
+  consulta na posição p e uma chave na posição p': o RoPE gira os vetores de consulta e
+  de chave conforme a posição, e então as posições só entram na pontuação pelo
+  deslocamento p - p' (o conteúdo dos dois vetores continua contando); o ALiBi soma às
+  pontuações um viés -m * |p - p'|, com inclinação m fixa por cabeça.
 """
 
 from __future__ import annotations
@@ -56,7 +59,7 @@ def _check_span(offset: int, t: int, max_len: int, where: str) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Senoidal (o artigo original): tabela somada às embeddings
+# Senoidal (o artigo original): tabela somada aos embeddings
 # --------------------------------------------------------------------------------------
 def sinusoidal_encoding(
     max_len: int,
@@ -66,7 +69,7 @@ def sinusoidal_encoding(
     dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Tabela senoidal ``(max_len, d)`` com seno e cosseno INTERCALADOS.
+    """Tabela senoidal ``(max_len, d)`` com seno e cosseno **intercalados**.
 
     ``PE[p, 2i] = sin(p / theta^(2i/d))`` e ``PE[p, 2i+1] = cos(p / theta^(2i/d))``.
     Calculada em float64 e convertida para ``dtype`` (padrão: o dtype padrão do torch).
@@ -104,11 +107,11 @@ def pe_rotation(
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """Soma a tabela senoidal ao longo do eixo da SEQUÊNCIA de ``x`` ``(b, t, d)``.
+    """Soma a tabela senoidal ao longo do eixo da **sequência** de ``x`` ``(b, t, d)``.
 
-    A tabela é um buffer NÃO persistente (não vai para o ``state_dict``, é refeita na
+    A tabela é um buffer **não** persistente (não vai para o ``state_dict``, é refeita na
     construção e acompanha ``.to(device)``). Não há ``torch.no_grad`` no caminho: o
-    gradiente chega intacto às embeddings.
+    gradiente chega intacto aos embeddings.
     """
 
     def __init__(
@@ -117,9 +120,20 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.embed_dim = embed_dim
         self.max_len = max_len
+        self.theta = theta
         self.pe: Tensor
         self.register_buffer("pe", sinusoidal_encoding(max_len, embed_dim, theta), persistent=False)
         self.dropout = nn.Dropout(dropout)
+
+    def _apply(self, fn, *args, **kwargs):
+        # Em .double(), .half() ou .to(...), refaz a tabela no novo dtype a partir do float64,
+        # em vez de converter valores já arredondados em float32: um modelo em float64 fica
+        # exato, não só até ~1e-7.
+        module = super()._apply(fn, *args, **kwargs)
+        self.pe = sinusoidal_encoding(
+            self.max_len, self.embed_dim, self.theta, dtype=self.pe.dtype, device=self.pe.device
+        )
+        return module
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """``x`` ``(b, t, d)`` -> ``x + PE[offset:offset+t]`` ``(b, t, d)``."""
@@ -130,7 +144,7 @@ class SinusoidalPositionalEncoding(nn.Module):
 
 
 class LearnedPositionalEmbedding(nn.Module):
-    """Uma embedding aprendida por posição, somada a ``x`` ``(b, t, d)``.
+    """Um embedding aprendido por posição, somado a ``x`` ``(b, t, d)``.
 
     Inicializada com N(0, 0.02), como no GPT-2. Não extrapola além de ``max_len``.
     """
@@ -154,7 +168,7 @@ class LearnedPositionalEmbedding(nn.Module):
 def _check_input(x: Tensor, embed_dim: int, where: str) -> int:
     if x.dim() != 3 or x.shape[-1] != embed_dim:
         raise ValueError(
-            f"{where}: a entrada deve ter forma (b, t, {embed_dim}) (batch primeiro), "
+            f"{where}: a entrada deve ter forma (b, t, {embed_dim}) (lote primeiro), "
             f"mas tem forma {tuple(x.shape)}."
         )
     return x.shape[1]
@@ -181,9 +195,10 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class RotaryEmbedding(nn.Module):
     """RoPE: gira q ou k ``(b, h, t, d_h)`` conforme a posição absoluta.
 
-    Como ``R(p)^T R(q) = R(q - p)``, o produto ``<R(p) q, R(q) k>`` só depende do
-    deslocamento ``p - q``. As tabelas de cos e sin ``(max_len, d_h)`` são buffers não
-    persistentes.
+    Com a consulta ``q`` na posição ``m`` e a chave ``k`` na posição ``n``, como
+    ``R(m)^T R(n) = R(n - m)``, a pontuação ``<R(m) q, R(n) k> = <q, R(n - m) k>``: as
+    posições só entram pelo deslocamento ``n - m``, e o conteúdo (``q`` e ``k``) continua
+    contando. As tabelas de cos e sin ``(max_len, d_h)`` são buffers não persistentes.
     """
 
     def __init__(self, head_dim: int, max_len: int = 4096, theta: float = 10000.0) -> None:
@@ -191,14 +206,28 @@ class RotaryEmbedding(nn.Module):
         _check_even(head_dim, "head_dim")
         self.head_dim = head_dim
         self.max_len = max_len
-        positions = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-        angles = positions * _frequencies(head_dim, theta)[None, :]  # (max_len, d_h/2)
-        angles = angles.repeat_interleave(2, dim=-1)  # (max_len, d_h): pares (2i, 2i+1)
-        dtype = torch.get_default_dtype()
+        self.theta = theta
+        cos, sin = self._tables(torch.get_default_dtype(), None)
         self.cos: Tensor
         self.sin: Tensor
-        self.register_buffer("cos", torch.cos(angles).to(dtype), persistent=False)
-        self.register_buffer("sin", torch.sin(angles).to(dtype), persistent=False)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
+
+    def _tables(self, dtype: torch.dtype, device: torch.device | None) -> tuple[Tensor, Tensor]:
+        """Tabelas de cos e sin ``(max_len, d_h)``, calculadas em float64."""
+        positions = torch.arange(self.max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+        angles = positions * _frequencies(self.head_dim, self.theta)[None, :]  # (max_len, d_h/2)
+        angles = angles.repeat_interleave(2, dim=-1)  # (max_len, d_h): pares (2i, 2i+1)
+        return (
+            torch.cos(angles).to(dtype=dtype, device=device),
+            torch.sin(angles).to(dtype=dtype, device=device),
+        )
+
+    def _apply(self, fn, *args, **kwargs):
+        # Como na senoidal: as tabelas são refeitas no novo dtype, a partir do float64.
+        module = super()._apply(fn, *args, **kwargs)
+        self.cos, self.sin = self._tables(self.cos.dtype, self.cos.device)
+        return module
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """``x`` ``(..., t, d_h)`` nas posições ``offset..offset+t-1`` -> mesma forma."""
@@ -247,7 +276,7 @@ def alibi_bias(
 ) -> Tensor:
     """Viés aditivo ``(h, t, s)`` do ALiBi: ``-m_h * |pos_q - pos_k|``.
 
-    As ``t`` consultas são as ÚLTIMAS ``t`` das ``s`` posições (como num cache):
+    As ``t`` consultas são as **últimas** ``t`` das ``s`` posições (como num cache):
     a consulta ``i`` está na posição ``i + s - t``.
     """
     s = t if s is None else s

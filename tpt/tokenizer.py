@@ -13,7 +13,7 @@ Dois tokenizadores, escritos do zero para serem lidos:
 Os dois compartilham o que não depende da forma de quebrar o texto (classe
 :class:`BaseTokenizer`): tokens especiais com ids fixos, normalização Unicode (NFC por
 padrão: "ã" vira UM código, mesmo que chegue como "a" + til combinante), tratamento de
-caracteres desconhecidos, ``decode``, lotes com padding e ``state_dict``.
+caracteres desconhecidos, ``decode``, lotes com preenchimento e ``state_dict``.
 
 Tokens especiais (ids fixos, sempre os primeiros do vocabulário):
 
@@ -286,7 +286,7 @@ class BaseTokenizer:
     def decode_batch(
         self, batch: Tensor | Sequence[Sequence[int]], *, skip_special_tokens: bool = True
     ) -> list[str]:
-        """Lote de ids ``(b, t)`` -> lista de ``b`` textos (o padding some)."""
+        """Lote de ids ``(b, t)`` -> lista de ``b`` textos (o preenchimento some)."""
         if isinstance(batch, Tensor) and batch.dim() != 2:
             raise ValueError(
                 f"decode_batch espera um tensor 2-D (b, t); recebi {tuple(batch.shape)}."

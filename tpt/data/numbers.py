@@ -23,14 +23,16 @@ Regras de escrita usadas aqui (norma brasileira):
 
 O vocabulário é UM só para entrada e saída (errata 24): os tokens especiais, os dez
 algarismos e as palavras, em ordem fixa. Assim o `<eos>` existe na saída e o mesmo
-`nn.Embedding` serve ao codificador e ao decodificador.
+`nn.Embedding` serve ao encoder e ao decoder.
 """
 
 from __future__ import annotations
 
+import math
 import operator
 import random
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import torch
@@ -313,20 +315,36 @@ def make_number_splits(
 ) -> dict[str, list[int]]:
     """Sorteia números DISTINTOS em [0, max_value) para treino, validação e teste.
 
+    Regras (nesta ordem):
+
     - Todos os números de 0 a `always_train - 1` (padrão: 0 a 99) vão para o TREINO. São
       poucos e cada um é uma "palavra" que o modelo precisa ver ao menos uma vez ("sete",
       "catorze", "vinte"); se caíssem no teste, o treino não teria nenhum número de um
-      algarismo. Validação e teste são sorteados em [always_train, max_value).
-    - Metade dos sorteios é uniforme no intervalo; a outra metade escolhe primeiro o
-      número de algarismos (uniforme) e depois um número com esse tamanho. Sem isso,
-      quase todos teriam 6 algarismos e o modelo veria poucos casos como "cento e dois".
-    - Os conjuntos são disjuntos: nenhum número de validação ou teste aparece no treino.
-      O teste é sorteado primeiro, depois a validação, por último o treino; assim, mudar
-      `n_train` não muda o conjunto de teste.
+      algarismo. O resto é sorteado em [always_train, max_value).
+    - Mistura pretendida por número de algarismos: metade uniforme no intervalo (quase
+      tudo teria 6 algarismos) e metade com o número de algarismos uniforme (sem isso, o
+      modelo veria poucos casos como "cento e dois"). Cada faixa (3 algarismos, 4, ...)
+      recebe a sua cota desse total, arredondada para inteiros. Uma faixa pequena demais
+      para a sua cota (só existem 900 números de 3 algarismos) entra inteira, e a sobra
+      é dividida entre as outras faixas na mesma proporção.
+    - Estratificação: a cota de cada faixa é repartida entre teste, validação e treino
+      na proporção `n_test : n_val : (n_train - always_train)`. Assim os três conjuntos
+      têm a mesma distribuição por número de algarismos: em cada faixa, cada conjunto
+      recebe a sua parte proporcional arredondada (diferença menor que 2 números). O
+      teste é tão difícil quanto o treino: nenhuma faixa rara no treino pesa mais no
+      teste. (Fora da comparação ficam só os números de 0 a `always_train - 1`, que
+      existem apenas no treino.)
+    - Os conjuntos são disjuntos: nenhum número aparece em dois deles.
 
-    Determinístico: usa `random.Random(seed)` (o mesmo em qualquer máquina). Devolve
+    Determinístico: as cotas são contas exatas (frações) e os sorteios usam
+    `random.Random(seed)`, o mesmo em qualquer máquina. Como as cotas dependem do total
+    pedido, mudar `n_train` também muda o teste. Devolve
     `{"train": [...], "val": [...], "test": [...]}` com `n_train`, `n_val` e `n_test`
-    números (o treino já embaralhado).
+    números, cada lista embaralhada.
+
+    Levanta TypeError se um tamanho não for inteiro e ValueError se for negativo, se
+    `max_value` passar de 10**12, se `n_train < always_train` ou se o intervalo não tiver
+    números suficientes.
     """
     max_value = _check_count(max_value, "max_value", minimum=1)
     if max_value > MAX_NUMBER:
@@ -346,43 +364,80 @@ def make_number_splits(
             f"{always_train - 1} sempre entram no treino (use always_train=0 para desligar)"
         )
     low = always_train
-    sizes = {"test": n_test, "val": n_val, "train": n_train - always_train}
-    total = sum(sizes.values())
+    n_drawn = n_train - always_train  # a parte sorteada do treino
+    total = n_test + n_val + n_drawn
     if total > max_value - low:
         raise ValueError(
             f"pedi {total} números distintos sorteados em [{low}, {max_value}) "
             f"(n_train={n_train}, n_val={n_val}, n_test={n_test}, "
             f"always_train={always_train}), mas o intervalo só tem {max_value - low}"
         )
+    bands = _digit_bands(low, max_value)
+    sizes = [high - band_low for band_low, high in bands]
+    # Mistura pretendida: 1/2 uniforme no intervalo + 1/2 uniforme no número de algarismos.
+    weights = [
+        Fraction(1, 2 * len(bands)) + Fraction(size, 2 * (max_value - low)) for size in sizes
+    ]
+    quotas = _apportion(weights, total, sizes)  # números de cada faixa
+    # Estratificação: cada faixa dividida em teste, validação e treino na mesma proporção.
+    test_counts = _apportion(quotas, n_test, quotas)
+    rest = [q - k for q, k in zip(quotas, test_counts, strict=True)]
+    val_counts = _apportion(rest, n_val, rest)
+
     rng = random.Random(seed)
-    if 2 * total > max_value - low:
-        # Quase todos os números serão usados: sorteio uniforme sem reposição.
-        chosen = rng.sample(range(low, max_value), total)
-    else:
-        # Faixas por número de algarismos: [0, 10), [10, 100), [100, 1000), ...
-        bands = []
-        for digits in range(len(str(low)), len(str(max_value - 1)) + 1):
-            band_low = max(low, 0 if digits == 1 else 10 ** (digits - 1))
-            band_high = min(10**digits, max_value)
-            if band_low < band_high:
-                bands.append((band_low, band_high))
-        seen: set[int] = set()
-        chosen = []
-        while len(chosen) < total:
-            if rng.random() < 0.5:
-                n = rng.randrange(low, max_value)
-            else:
-                n = rng.randrange(*rng.choice(bands))
-            if n not in seen:  # rejeita repetidos: os conjuntos ficam disjuntos
-                seen.add(n)
-                chosen.append(n)
-    splits, start = {}, 0
-    for name in ("test", "val", "train"):
-        splits[name] = chosen[start : start + sizes[name]]
-        start += sizes[name]
-    train = list(range(always_train)) + splits["train"]
-    rng.shuffle(train)
-    return {"train": train, "val": splits["val"], "test": splits["test"]}
+    test: list[int] = []
+    val: list[int] = []
+    train = list(range(always_train))
+    for (band_low, band_high), quota, k_test, k_val in zip(
+        bands, quotas, test_counts, val_counts, strict=True
+    ):
+        chosen = rng.sample(range(band_low, band_high), quota)  # distintos, em ordem aleatória
+        test += chosen[:k_test]
+        val += chosen[k_test : k_test + k_val]
+        train += chosen[k_test + k_val :]
+    for split in (test, val, train):
+        rng.shuffle(split)
+    return {"train": train, "val": val, "test": test}
+
+
+def _digit_bands(low: int, max_value: int) -> list[tuple[int, int]]:
+    """Faixas [início, fim) de [low, max_value) com o mesmo número de algarismos."""
+    bands = []
+    for digits in range(len(str(low)), len(str(max_value - 1)) + 1):
+        band_low = max(low, 0 if digits == 1 else 10 ** (digits - 1))
+        band_high = min(10**digits, max_value)
+        if band_low < band_high:
+            bands.append((band_low, band_high))
+    return bands
+
+
+def _apportion(weights: Sequence[Fraction | int], total: int, capacity: Sequence[int]) -> list[int]:
+    """Divide `total` em inteiros proporcionais a `weights`, sem passar de `capacity`.
+
+    Quem excede a capacidade recebe a capacidade inteira e a sobra é redividida entre os
+    outros (na mesma proporção). No fim, pelo maior resto: cada parte fica a menos de 1
+    da sua fração exata. Contas em `Fraction`: o resultado não depende da máquina.
+    """
+    counts = [0] * len(weights)
+    active = [i for i, w in enumerate(weights) if w > 0]
+    remaining = total
+    while active and remaining > 0:
+        weight_sum = sum(Fraction(weights[i]) for i in active)
+        full = [i for i in active if weights[i] * remaining >= capacity[i] * weight_sum]
+        if not full:
+            shares = {i: Fraction(weights[i]) * remaining / weight_sum for i in active}
+            for i in active:
+                counts[i] = math.floor(shares[i])
+            left = remaining - sum(counts[i] for i in active)
+            by_remainder = sorted(active, key=lambda i: (counts[i] - shares[i], i))
+            for i in by_remainder[:left]:
+                counts[i] += 1
+            break
+        for i in full:
+            counts[i] = capacity[i]
+            remaining -= capacity[i]
+        active = [i for i in active if i not in full]
+    return counts
 
 
 def _check_count(value: Any, name: str, minimum: int = 0) -> int:
@@ -402,7 +457,7 @@ class NumbersDataset(Dataset):
     """Dataset de pares `(src_ids, tgt_ids)` (tensores long 1-D) para os números dados.
 
     `src_ids` são os algarismos; `tgt_ids` são as palavras, SEM `<bos>`/`<eos>`: quem
-    monta a entrada e o rótulo do decodificador é `collate_numbers`.
+    monta a entrada e o rótulo do decoder é `collate_numbers`.
     """
 
     def __init__(self, numbers: Iterable[int], vocab: NumberVocab | None = None) -> None:
@@ -419,7 +474,7 @@ class NumbersDataset(Dataset):
 
 
 def _pad(seqs: list[torch.Tensor], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Empilha sequências 1-D com padding à direita; devolve (ids (b, t), máscara (b, t))."""
+    """Empilha sequências 1-D com preenchimento à direita; devolve (ids (b, t), máscara (b, t))."""
     length = max(len(s) for s in seqs)
     ids = torch.full((len(seqs), length), pad_id, dtype=torch.long)  # (b, t)
     for row, s in enumerate(seqs):
@@ -437,12 +492,12 @@ def collate_numbers(
     Devolve um dicionário com:
 
     - `src` (b, s): algarismos, com `<pad>` à direita;
-    - `tgt_in` (b, t): `<bos>` + alvo (o que o decodificador LÊ);
+    - `tgt_in` (b, t): `<bos>` + alvo (o que o decoder **lê**);
     - `tgt_out` (b, t): alvo + `<eos>` (o que ele deve PREVER em cada posição);
     - `src_key_padding_mask` (b, s) e `tgt_key_padding_mask` (b, t): bool, True = `<pad>`
       (a convenção de todo o tpt e do `nn.Transformer`).
 
-    Na loss, use `ignore_index=PAD_ID` para não cobrar as posições de padding.
+    Na loss, use `ignore_index=PAD_ID` para não cobrar as posições de preenchimento.
     """
     if len(batch) == 0:
         raise ValueError("collate_numbers recebeu um lote vazio")

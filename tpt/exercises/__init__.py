@@ -25,6 +25,7 @@ __all__ = [
     "exercise",
     "uses_loops",
     "references",
+    "refers_to",
     "forbid",
     "count_calls",
 ]
@@ -117,6 +118,19 @@ def references(fn: Callable[..., Any], name: str) -> bool:
     ``from tpt import pe_rotation`` feito antes no notebook.
     """
     return any(name in code.co_names for code in _code_objects(_function_code(fn)))
+
+
+def refers_to(fn: Callable[..., Any], *objects: Any) -> bool:
+    """A função guardou uma referência direta a algum de ``objects`` (``from x import f``)?
+
+    Compara identidades nos globais que o código da função usa: pega
+    ``from tpt import sliding_window_mask`` feito antes no notebook, mesmo com outro nome.
+    """
+    names: set[str] = set()
+    for code in _code_objects(_function_code(fn)):
+        names.update(code.co_names)
+    namespace = getattr(inspect.unwrap(fn), "__globals__", {})
+    return any(namespace.get(name) is obj for name in names for obj in objects)
 
 
 @contextlib.contextmanager

@@ -1,259 +1,483 @@
 """Conferências dos exercícios de notebooks/03_atencao_produto_escalar.ipynb.
 
-Três exercícios, na ordem do notebook:
+Três exercícios, na ordem do notebook. Nenhum deles repete uma célula do notebook:
+cada um pede um passo que o aluno ainda não viu escrito.
 
-1. :func:`check_attention_weights`: os pesos de atenção
-   ``softmax(Q K^T / sqrt(d_k))``, com o softmax sobre as CHAVES, forma ``(..., t, s)``;
-2. :func:`check_attention_entropy`: a entropia (em nats) de cada linha de pesos, com
-   ``0 log 0 = 0``, forma ``(..., t)``;
-3. :func:`check_attention_memory`: quantos bytes ocupa a matriz de pesos
-   ``(b, h, t, s)``.
+1. :func:`check_stable_softmax`: um softmax sobre o último eixo que não estoura com
+   pontuações grandes (``exp(1000)`` é infinito em ``float32``), **sem** ``torch.softmax``,
+   ``F.softmax``, ``Tensor.softmax`` nem ``log_softmax``;
+2. :func:`check_article_projections`: projeções ``W_Q`` e ``W_K`` escolhidas à mão, sobre
+   as características de cada palavra (:data:`FEATURES`), que façam cada artigo olhar
+   para o substantivo de mesmo gênero (``o`` -> ``trem``, ``uma`` -> ``cadeira``),
+   conferidas também numa frase que o aluno não viu;
+3. :func:`check_max_seq_len`: o maior comprimento ``t`` cujo tensor de pesos
+   ``(b, h, t, t)`` cabe num orçamento de memória (a fórmula do notebook, invertida).
 
-Cada conferência compara a resposta do aluno com uma referência e diz, em português,
-qual entrada falhou, o que era esperado e o que veio. Os erros mais comuns (``Q^T K``,
-softmax no eixo errado, esquecer a escala, esquecer as cabeças) têm mensagens próprias.
+Cada conferência diz, em português, qual entrada falhou, o que era esperado e o que
+veio; os erros mais comuns têm mensagens próprias, e as regras dos enunciados ("sem
+``torch.softmax``") são verificadas, não só pedidas.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import numbers
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from tpt.attention import scaled_dot_product_attention
-from tpt.exercises import exercise, expect
+from tpt.exercises import ExerciseError, exercise, expect, forbid, references
+from tpt.numfmt import fmt
 
-__all__ = ["check_attention_weights", "check_attention_entropy", "check_attention_memory"]
-
-# Tolerância das comparações em float32 (os casos são pequenos: d_k <= 16).
-_ATOL = 1e-5
+__all__ = [
+    "FEATURES",
+    "check_stable_softmax",
+    "check_article_projections",
+    "check_max_seq_len",
+]
 
 
 def _shape(value: Any) -> str:
     return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
 
 
-def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a, b, atol=_ATOL, rtol=1e-4)
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else ""
 
 
-def _max_diff(a: Tensor, b: Tensor) -> str:
-    return f"{(a - b).abs().max().item():.2g}"
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], where: str, hint: str) -> Any:
+    """Chama a função do aluno; um erro vira uma explicação em português com uma dica."""
+    try:
+        return fn(*args)
+    except (NotImplementedError, ExerciseError):
+        raise
+    except Exception as err:  # o erro do aluno, explicado
+        original = _first_line(err)
+        detail = f" (mensagem original: {original})" if original else ""
+        raise ExerciseError(
+            f"{where}, sua função levantou {type(err).__name__}. {hint}{detail}"
+        ) from None
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: pesos de atenção
+# Exercício 1: softmax numericamente estável
 # --------------------------------------------------------------------------------------
 
+_FORBIDDEN_SOFTMAX = (
+    (torch, "softmax"),
+    (torch, "log_softmax"),
+    (torch.Tensor, "softmax"),
+    (torch.Tensor, "log_softmax"),
+    (F, "softmax"),
+    (F, "log_softmax"),
+    (torch.special, "softmax"),
+    (torch.special, "log_softmax"),
+)
+_SOFTMAX_RULE = (
+    "o exercício pede o softmax escrito por você, sem torch.softmax, F.softmax, "
+    "Tensor.softmax nem log_softmax: use torch.exp, uma soma e uma divisão."
+)
 
-def _weight_cases() -> list[tuple[str, Tensor, Tensor]]:
-    """Casos ``(descrição, query, key)``; a autoatenção vem primeiro (t == s)."""
+
+@contextlib.contextmanager
+def _no_builtin_softmax() -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for owner, name in _FORBIDDEN_SOFTMAX:
+            stack.enter_context(forbid(owner, name, _SOFTMAX_RULE))
+        yield
+
+
+def _softmax_cases() -> list[tuple[str, Tensor]]:
+    """Casos ``(descrição, pontuações)``, do mais simples ao que exige estabilidade."""
     g = torch.Generator().manual_seed(3)
+    inf = float("inf")
     return [
-        ("autoatenção com Q (4, 8) e K (4, 8)", torch.randn(4, 8, generator=g),
-         torch.randn(4, 8, generator=g)),
-        ("Q (3, 16) e K (5, 16), t != s", torch.randn(3, 16, generator=g),
-         torch.randn(5, 16, generator=g)),
-        ("um lote: Q (2, 3, 4) e K (2, 6, 4)", torch.randn(2, 3, 4, generator=g),
-         torch.randn(2, 6, 4, generator=g)),
+        ("pontuações pequenas de forma (2, 3, 5)", torch.randn(2, 3, 5, generator=g)),
+        ("uma matriz quadrada (4, 4)", 3 * torch.randn(4, 4, generator=g)),
+        ("uma linha [1000, 1001, 999, 998] (float32)", torch.tensor([[1000.0, 1001, 999, 998]])),
+        ("uma linha [-500, 500, 0] (float32)", torch.tensor([[-500.0, 500, 0]])),
+        ("duas linhas de escalas diferentes: [[1000, 1001], [0, 1]]",
+         torch.tensor([[1000.0, 1001], [0, 1]])),
+        ("uma linha com -inf (posições mascaradas): [0, -inf, 2, -inf]",
+         torch.tensor([[0.0, -inf, 2, -inf]])),
+        ("um vetor 1-D [2, 0, -1]", torch.tensor([2.0, 0, -1])),
     ]
 
 
-@exercise("Exercício 1 (pesos de atenção)")
-def check_attention_weights(attention_weights: Callable[[Tensor, Tensor], Tensor]) -> None:
-    """``attention_weights(query, key) -> (..., t, s)`` = softmax(Q K^T / sqrt(d_k), dim=-1)."""
-    for where, query, key in _weight_cases():
-        t, s, d_k = query.shape[-2], key.shape[-2], query.shape[-1]
-        scores = query @ key.transpose(-2, -1)  # (..., t, s), sem escala
-        _, expected = scaled_dot_product_attention(query, key, key)  # (..., t, s)
-        received = attention_weights(query.clone(), key.clone())
+# float32 perto de 1000 tem resolução de ~6e-5: uma resposta certa (logsumexp, por
+# exemplo) pode diferir da referência em float64 por ~2e-5.
+_SOFTMAX_ATOL = 1e-4
+
+
+def _reference_softmax(scores: Tensor) -> Tensor:
+    return torch.softmax(scores.double(), dim=-1)
+
+
+@exercise("Exercício 1 (softmax estável)")
+def check_stable_softmax(stable_softmax: Callable[[Tensor], Tensor]) -> None:
+    """``stable_softmax(scores (..., s)) -> (..., s)``, softmax sobre o último eixo."""
+    uses_builtin = references(stable_softmax, "softmax") or references(
+        stable_softmax, "log_softmax"
+    )
+    expect(not uses_builtin, _SOFTMAX_RULE)
+    for where, scores in _softmax_cases():
+        expected = _reference_softmax(scores)
+        where = f"para {where}"
+        with _no_builtin_softmax():
+            received = _call(
+                stable_softmax,
+                (scores.clone(),),
+                where,
+                "Confira as formas: scores.max(dim=-1, keepdim=True) e .sum(dim=-1, "
+                "keepdim=True) mantêm o eixo das chaves (com tamanho 1), para que a subtração "
+                "e a divisão funcionem linha a linha.",
+            )
         expect(
             isinstance(received, Tensor),
-            f"para {where}, esperava um tensor (..., t, s); recebi {type(received).__name__}.",
+            f"{where}, esperava um tensor; recebi {type(received).__name__}.",
         )
-        expected_shape = (*query.shape[:-2], t, s)
-        if tuple(received.shape) == (*query.shape[:-2], d_k, d_k) and d_k != s:
-            expect(
-                False,
-                f"para {where}, recebi forma {_shape(received)} = (d_k, d_k): isso é Q^T K. "
-                f"As pontuações são Q K^T (tokens nas linhas), forma (t, s) = {expected_shape}.",
-            )
-        if tuple(received.shape) == (*query.shape[:-2], s, t) and s != t:
-            expect(
-                False,
-                f"para {where}, recebi forma {_shape(received)} = (s, t); esperava "
-                f"{expected_shape} = (t, s): uma LINHA por consulta, uma COLUNA por chave. "
-                "Calcule Q @ K.transpose(-2, -1), não K @ Q.transpose(-2, -1).",
-            )
         expect(
-            tuple(received.shape) == expected_shape,
-            f"para {where}, esperava forma {expected_shape} = (t, s); recebi {_shape(received)}.",
+            received.shape == scores.shape,
+            f"{where}, esperava a mesma forma das pontuações, {tuple(scores.shape)}; recebi "
+            f"{_shape(received)}. O softmax não muda a forma: ele normaliza cada linha.",
         )
-        received = received.detach().to(torch.float32)
-        expect(
-            bool(torch.isfinite(received).all()),
-            f"para {where}, os pesos têm NaN ou infinito.",
-        )
+        received = received.detach().double()
+        if bool(torch.isnan(received).any()) or bool(torch.isinf(received).any()):
+            finite = scores[torch.isfinite(scores)]
+            row_max = scores.reshape(-1, scores.shape[-1]).amax(dim=-1)  # (linhas,)
+            if bool(torch.isneginf(scores).any()):
+                hint = (
+                    "Com -inf nas pontuações, subtrair o mínimo dá -inf - (-inf) = NaN; "
+                    "subtraia o máximo de cada linha: exp(-inf - máximo) = 0, como deve ser."
+                )
+            elif float(row_max.max() - row_max.min()) > 100:
+                hint = (
+                    "Aqui as linhas têm escalas muito diferentes: subtrair o máximo do tensor "
+                    "inteiro zera todas as exponenciais de uma linha (0/0 = NaN). Subtraia o "
+                    "máximo de cada linha: scores.max(dim=-1, keepdim=True)."
+                )
+            elif finite.numel() and float(finite.max() - finite.min()) > 200:
+                hint = (
+                    "exp(z) é infinito em float32 para z > 88 (e zero para z < -103). Como "
+                    "softmax(z) = softmax(z - c) para qualquer c, escolha c para que o maior "
+                    "expoente seja 0: subtraia o máximo de cada linha (com o mínimo, o maior "
+                    "expoente ainda estoura)."
+                )
+            else:
+                hint = (
+                    "exp(z) é infinito em float32 para z > 88, e inf / inf = NaN. Como "
+                    "softmax(z) = softmax(z - c) para qualquer c, subtraia de cada linha o seu "
+                    "máximo antes da exponencial."
+                )
+            expect(False, f"{where}, o resultado tem NaN ou infinito. {hint}")
         rows = received.sum(dim=-1)
         if not torch.allclose(rows, torch.ones_like(rows), atol=1e-4):
-            cols = received.sum(dim=-2)
-            expect(
-                not torch.allclose(cols, torch.ones_like(cols), atol=1e-4),
-                f"para {where}, são as COLUNAS que somam 1: o softmax foi feito sobre as "
-                "consultas. Use softmax(..., dim=-1), sobre as chaves, para que cada consulta "
-                "distribua 1 de peso entre as chaves.",
-            )
-            expect(
-                False,
-                f"para {where}, cada linha dos pesos deveria somar 1; as somas foram "
-                f"{rows.reshape(-1)[:6].tolist()}. Faltou o softmax sobre as chaves (dim=-1)?",
-            )
-        if _close(received, torch.softmax(scores, dim=-1)):
+            for axis in range(received.dim() - 1):
+                sums = received.sum(dim=axis)
+                expect(
+                    not torch.allclose(sums, torch.ones_like(sums), atol=1e-4),
+                    f"{where}, as somas que dão 1 são as do eixo {axis}: você normalizou sobre "
+                    "o eixo errado. O softmax das pontuações é sobre as chaves, o último eixo: "
+                    "tire o máximo e some em dim=-1.",
+                )
             expect(
                 False,
-                f"para {where} (d_k={d_k}), seus pesos são softmax(Q K^T): faltou dividir as "
-                f"pontuações por sqrt(d_k) = {math.sqrt(d_k):.4g} antes do softmax.",
+                f"{where}, cada linha deveria somar 1; as somas foram "
+                f"{[fmt(x, 4) for x in rows.reshape(-1)[:6].tolist()]}. Divida cada "
+                "exponencial pela soma da sua linha (sum(dim=-1, keepdim=True)).",
             )
-        if _close(received, torch.softmax(scores / d_k, dim=-1)):
+        if scores.dim() == 2 and scores.shape[0] == scores.shape[1]:
+            column_max = scores.double().amax(dim=-1)  # (n,): subtraído na direção errada
+            wrong = torch.exp(scores.double() - column_max)
+            wrong = wrong / wrong.sum(dim=-1, keepdim=True)
             expect(
-                False,
-                f"para {where} (d_k={d_k}), você dividiu por d_k = {d_k}; a escala é "
-                f"1/sqrt(d_k) = 1/{math.sqrt(d_k):.4g}.",
+                not torch.allclose(received, wrong, atol=1e-6),
+                f"{where}, os valores estão errados: parece que o máximo de cada linha foi "
+                "subtraído das colunas (scores.max(dim=-1).values tem forma (n,) e se "
+                "alinha com o último eixo). Use keepdim=True para manter a forma (n, 1).",
             )
-        if s == t and _close(received, torch.softmax(scores.transpose(-2, -1) / d_k**0.5, -1)):
-            expect(
-                False,
-                f"para {where}, seus pesos são softmax(K Q^T / sqrt(d_k)): as pontuações saíram "
-                "transpostas (linha = chave). Calcule Q @ K.transpose(-2, -1), para que a linha "
-                "i seja a consulta i.",
-            )
+        diff = (received - expected).abs().max().item()
         expect(
-            _close(received, expected),
-            f"para {where}, os pesos diferem de softmax(Q K^T / sqrt(d_k)) em até "
-            f"{_max_diff(received, expected)} (tolerância {_ATOL}).",
+            diff <= _SOFTMAX_ATOL,
+            f"{where}, esperava {[fmt(x, 4) for x in expected.reshape(-1)[:8].tolist()]}; "
+            f"recebi {[fmt(x, 4) for x in received.reshape(-1)[:8].tolist()]} (diferença "
+            f"máxima {fmt(diff, sci=True)}).",
         )
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: entropia de cada linha de pesos
+# Exercício 2: projeções escolhidas à mão (artigo -> substantivo)
 # --------------------------------------------------------------------------------------
 
+#: As características de cada palavra, na ordem das colunas de ``X`` (as mesmas do
+#: notebook 03). Uma linha de ``W_Q`` (ou ``W_K``) por característica.
+FEATURES: tuple[str, ...] = (
+    "pessoa",
+    "masculino",
+    "feminino",
+    "substantivo",
+    "pronome",
+    "artigo",
+    "verbo",
+    "adjetivo",
+    "conjunção",
+    "pontuação",
+)
 
-def _reference_entropy(weights: Tensor) -> Tensor:
-    return -torch.special.xlogy(weights, weights).sum(dim=-1)  # (..., t); 0 log 0 = 0
+_LEXICON: dict[str, tuple[str, ...]] = {
+    "João": ("pessoa", "masculino", "substantivo"),
+    "Maria": ("pessoa", "feminino", "substantivo"),
+    "Pedro": ("pessoa", "masculino", "substantivo"),
+    "trem": ("substantivo", "masculino"),
+    "banco": ("substantivo", "masculino"),
+    "cadeira": ("substantivo", "feminino"),
+    "mesa": ("substantivo", "feminino"),
+    "o": ("artigo", "masculino"),
+    "um": ("artigo", "masculino"),
+    "a": ("artigo", "feminino"),
+    "uma": ("artigo", "feminino"),
+    "ele": ("pronome", "masculino"),
+    "ela": ("pronome", "feminino"),
+    "pensou": ("verbo",),
+    "estava": ("verbo",),
+    "conseguiu": ("verbo",),
+    "viram": ("verbo",),
+    "achou": ("verbo",),
+    "cheio": ("adjetivo", "masculino"),
+    "ocupada": ("adjetivo", "feminino"),
+    "livre": ("adjetivo",),
+    "mas": ("conjunção",),
+    "e": ("conjunção",),
+    ":": ("pontuação",),
+    ",": ("pontuação",),
+    ".": ("pontuação",),
+}
+
+# (frase, a mesma separada em tokens, {artigo: substantivo que ele deve olhar})
+_ARTICLE_SENTENCES: list[tuple[str, list[str], dict[str, str]]] = [
+    (
+        "João pensou: o trem estava cheio, mas ele conseguiu uma cadeira livre.",
+        ["João", "pensou", ":", "o", "trem", "estava", "cheio", ",", "mas", "ele",
+         "conseguiu", "uma", "cadeira", "livre", "."],
+        {"o": "trem", "uma": "cadeira"},
+    ),
+    (
+        "Maria e Pedro viram: a mesa estava ocupada, mas ela achou um banco livre.",
+        ["Maria", "e", "Pedro", "viram", ":", "a", "mesa", "estava", "ocupada", ",", "mas",
+         "ela", "achou", "um", "banco", "livre", "."],
+        {"a": "mesa", "um": "banco"},
+    ),
+]
+# Peso mínimo que o artigo deve dar ao seu substantivo.
+_MIN_ARTICLE_WEIGHT = 0.8
 
 
-def _entropy_cases() -> list[tuple[str, Tensor]]:
-    g = torch.Generator().manual_seed(5)
-    random_rows = torch.softmax(torch.randn(2, 3, 5, generator=g), dim=-1)  # (2, 3, 5)
-    return [
-        ("uma linha uniforme sobre 4 chaves", torch.full((1, 4), 0.25)),
-        ("pesos aleatórios de forma (2, 3, 5)", random_rows),
-        ("uma linha com zeros: [[0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]]",
-         torch.tensor([[0.5, 0.5, 0.0, 0.0], [1.0, 0.0, 0.0, 0.0]])),
-    ]
+def _feature_matrix(tokens: list[str]) -> Tensor:
+    """``X`` ``(t, len(FEATURES))``: 1 onde a palavra tem a característica, 0 onde não tem."""
+    X = torch.zeros(len(tokens), len(FEATURES), dtype=torch.float64)
+    for i, token in enumerate(tokens):
+        for name in _LEXICON[token]:
+            X[i, FEATURES.index(name)] = 1.0
+    return X
 
 
-@exercise("Exercício 2 (entropia dos pesos)")
-def check_attention_entropy(attention_entropy: Callable[[Tensor], Tensor]) -> None:
-    """``attention_entropy(weights (..., t, s)) -> (..., t)``: -sum p ln p, com 0 ln 0 = 0."""
-    for where, weights in _entropy_cases():
-        expected = _reference_entropy(weights)  # (..., t)
-        received = attention_entropy(weights.clone())
-        expect(
-            isinstance(received, Tensor),
-            f"para {where}, esperava um tensor (..., t); recebi {type(received).__name__}.",
-        )
-        if received.shape == weights.shape:
+def _as_matrix(value: Any, name: str) -> Tensor:
+    try:
+        matrix = torch.as_tensor(value.detach() if isinstance(value, Tensor) else value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ExerciseError(
+            f"{name} deveria ser um tensor (len(FEATURES), d_k); recebi {type(value).__name__}."
+        ) from None
+    expect(
+        matrix.dim() == 2 and matrix.shape[0] == len(FEATURES),
+        f"{name} deveria ter forma (len(FEATURES), d_k) = ({len(FEATURES)}, d_k): uma linha por "
+        f"característica, na ordem de FEATURES; recebi {_shape(matrix)}.",
+    )
+    expect(
+        matrix.is_floating_point() or not matrix.is_complex(),
+        f"{name} deveria ter números reais; recebi dtype {matrix.dtype}.",
+    )
+    return matrix.double()
+
+
+def _feature_names(token: str) -> str:
+    return ", ".join(_LEXICON[token])
+
+
+@exercise("Exercício 2 (projeções à mão: artigo -> substantivo)")
+def check_article_projections(article_projections: Callable[[], tuple[Tensor, Tensor]]) -> None:
+    """``article_projections() -> (W_Q, W_K)``, cada um ``(len(FEATURES), d_k)``.
+
+    Com ``Q = X W_Q`` e ``K = X W_K``, cada artigo deve dar pelo menos 80% do peso ao
+    substantivo (que não é pessoa) de mesmo gênero, na frase do notebook e numa outra.
+    """
+    answer = _call(
+        article_projections,
+        (),
+        "ao chamar article_projections()",
+        "A função não recebe argumentos e devolve o par (W_Q, W_K).",
+    )
+    expect(
+        isinstance(answer, (tuple, list)) and len(answer) == 2,
+        "article_projections() deveria devolver um par (W_Q, W_K); recebi "
+        f"{type(answer).__name__}.",
+    )
+    W_Q, W_K = _as_matrix(answer[0], "W_Q"), _as_matrix(answer[1], "W_K")
+    expect(
+        W_Q.shape == W_K.shape,
+        f"W_Q tem forma {tuple(W_Q.shape)} e W_K tem forma {tuple(W_K.shape)}: as duas precisam "
+        "do mesmo número de colunas d_k, porque as pontuações são produtos escalares q · k.",
+    )
+    expect(
+        bool(torch.isfinite(W_Q).all() and torch.isfinite(W_K).all()),
+        "W_Q ou W_K tem NaN ou infinito; use números finitos.",
+    )
+    d_k = W_Q.shape[1]
+    for number, (sentence, tokens, targets) in enumerate(_ARTICLE_SENTENCES, start=1):
+        X = _feature_matrix(tokens)  # (t, f)
+        Q, K = X @ W_Q, X @ W_K  # (t, d_k)
+        weights = torch.softmax(Q @ K.T / math.sqrt(d_k), dim=-1)  # (t, t)
+        label = "na frase do notebook" if number == 1 else "numa frase nova"
+        for article, noun in targets.items():
+            i, j = tokens.index(article), tokens.index(noun)
+            row = weights[i]
+            top = int(row.argmax())
+            where = f"{label} ({sentence!r}), o artigo {article!r} ({_feature_names(article)})"
+            if top != j:
+                chosen = tokens[top]
+                features = _LEXICON[chosen]
+                if "pessoa" in features:
+                    hint = (
+                        f"{chosen!r} também é um substantivo do mesmo gênero, mas é uma pessoa: "
+                        "faça a característica 'pessoa' tirar pontos da chave (um valor "
+                        "negativo em W_K)."
+                    )
+                elif "substantivo" not in features:
+                    hint = (
+                        f"{chosen!r} não é substantivo ({_feature_names(chosen)}): a consulta "
+                        "de um artigo precisa pedir 'substantivo', e a chave de um "
+                        "substantivo precisa responder."
+                    )
+                else:
+                    hint = (
+                        f"{chosen!r} é um substantivo de outro gênero: a consulta de um artigo "
+                        "masculino precisa combinar com chaves masculinas, e a de um feminino "
+                        "com chaves femininas."
+                    )
+                expect(
+                    False,
+                    f"{where} deu o maior peso a {chosen!r} ({fmt(row[top].item(), 2)}), e "
+                    f"não a {noun!r} ({fmt(row[j].item(), 2)}). {hint}",
+                )
             expect(
-                False,
-                f"para {where}, recebi forma {_shape(received)}, a mesma dos pesos: falta somar "
-                "-p ln p sobre as chaves (dim=-1), para ficar UM número por consulta.",
+                row[j].item() >= _MIN_ARTICLE_WEIGHT,
+                f"{where} já olha mais para {noun!r}, mas com peso {fmt(row[j].item(), 2)} "
+                f"(esperava pelo menos {fmt(_MIN_ARTICLE_WEIGHT, 2)}). A diferença entre as "
+                "pontuações ainda é pequena: multiplique W_Q e W_K por um número maior (o "
+                "softmax fica mais concentrado).",
             )
-        if received.numel() == 1 and expected.numel() > 1:
-            expect(
-                False,
-                f"para {where}, recebi um único número; esperava uma entropia por consulta, "
-                f"forma {tuple(expected.shape)} (não tire a média nem some tudo).",
-            )
-        expect(
-            received.shape == expected.shape,
-            f"para {where}, esperava forma {tuple(expected.shape)} (uma entropia por consulta); "
-            f"recebi {_shape(received)}.",
-        )
-        received = received.detach().to(torch.float32)
-        expect(
-            not bool(torch.isnan(received).any()),
-            f"para {where}, a entropia deu NaN: 0 * ln(0) vira 0 * (-inf) = NaN. Por "
-            "definição 0 ln 0 = 0: use torch.special.xlogy(p, p) ou zere esses termos.",
-        )
-        if _close(received, -expected) and expected.abs().max() > 0:
-            expect(
-                False,
-                f"para {where}, recebi {received.tolist()}: a entropia é -sum p ln p; faltou o "
-                "sinal de menos (ela nunca é negativa).",
-            )
-        if _close(received, expected / math.log(2)) and expected.abs().max() > 0:
-            expect(
-                False,
-                f"para {where}, recebi a entropia em bits (log na base 2); aqui usamos o "
-                "logaritmo natural (nats): torch.log.",
-            )
-        expect(
-            _close(received, expected),
-            f"para {where}, esperava {[round(x, 4) for x in expected.reshape(-1).tolist()]}; "
-            f"recebi {[round(x, 4) for x in received.reshape(-1).tolist()]}.",
-        )
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: memória da matriz de pesos
+# Exercício 3: o maior t que cabe num orçamento de memória
 # --------------------------------------------------------------------------------------
 
-# (batch_size, num_heads, t, s, bytes_per_element)
-_MEMORY_CASES: list[tuple[int, int, int, int, int]] = [
-    (1, 1, 512, 512, 4),
-    (8, 12, 1024, 1024, 2),
-    (2, 4, 100, 300, 4),
-    (3, 16, 2048, 2048, 4),
+# (budget_bytes, batch_size, num_heads, bytes_per_element)
+_BUDGET_CASES: list[tuple[int, int, int, int]] = [
+    (2**30, 1, 1, 4),
+    (16 * 2**30, 1, 16, 2),
+    (80 * 2**30, 8, 32, 2),
+    (10**9, 2, 12, 4),
+    (1000, 1, 1, 4),
+    (3, 1, 1, 4),
 ]
 
 
-@exercise("Exercício 3 (memória dos pesos de atenção)")
-def check_attention_memory(attention_memory_bytes: Callable[..., int]) -> None:
-    """``attention_memory_bytes(batch_size, num_heads, t, s, bytes_per_element) -> int``."""
-    for b, h, t, s, nbytes in _MEMORY_CASES:
-        where = f"para batch_size={b}, num_heads={h}, t={t}, s={s}, bytes_per_element={nbytes}"
-        expected = b * h * t * s * nbytes
-        received = attention_memory_bytes(b, h, t, s, nbytes)
-        if isinstance(received, float) and received.is_integer():
-            received = int(received)
-        expect(
-            isinstance(received, int) and not isinstance(received, bool),
-            f"{where}, esperava um número inteiro de bytes; recebi {received!r}.",
+def _weights_bytes(t: int, batch_size: int, num_heads: int, bytes_per_element: int) -> int:
+    return batch_size * num_heads * t * t * bytes_per_element
+
+
+def _reference_max_len(budget: int, batch_size: int, num_heads: int, nbytes: int) -> int:
+    return math.isqrt(budget // (batch_size * num_heads * nbytes))
+
+
+def _as_integer(value: Any) -> int | None:
+    """Um inteiro (int, numpy, tensor de um elemento) ou um real com valor inteiro; senão None."""
+    if isinstance(value, Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real) and math.isfinite(float(value)):
+        if float(value).is_integer():
+            return int(value)
+    return None
+
+
+@exercise("Exercício 3 (o maior t que cabe na memória)")
+def check_max_seq_len(max_seq_len: Callable[..., int]) -> None:
+    """``max_seq_len(budget_bytes, batch_size, num_heads, bytes_per_element) -> int``."""
+    for budget, b, h, nbytes in _BUDGET_CASES:
+        expected = _reference_max_len(budget, b, h, nbytes)
+        where = (
+            f"para budget_bytes={budget}, batch_size={b}, num_heads={h}, "
+            f"bytes_per_element={nbytes}"
         )
-        if received == b * t * s * nbytes and h > 1:
+        received = _call(
+            max_seq_len,
+            (budget, b, h, nbytes),
+            where,
+            "Lembre que os pesos ocupam batch_size · num_heads · t · t · bytes_per_element bytes.",
+        )
+        t = _as_integer(received)
+        if t is None and isinstance(received, numbers.Real) and not isinstance(received, bool):
             expect(
                 False,
-                f"{where}, recebi {received}, que não cresce com num_heads: cada cabeça guarda a "
-                f"SUA matriz (t, s); esperava {expected}.",
-            )
-        if received == b * h * t * s and nbytes > 1:
-            expect(
-                False,
-                f"{where}, recebi {received}: isso é o número de ELEMENTOS; multiplique por "
-                f"bytes_per_element={nbytes} para ter bytes ({expected}).",
-            )
-        if received == b * h * t * t * nbytes and t != s:
-            expect(
-                False,
-                f"{where}, recebi {received} = b·h·t·t·bytes; a matriz de pesos é (t, s), uma "
-                f"coluna por CHAVE: esperava {expected}.",
+                f"{where}, recebi {received!r}, um número com casas decimais: t conta tokens e "
+                "é inteiro. Arredonde para baixo (math.floor, ou math.isqrt).",
             )
         expect(
-            received == expected,
-            f"{where}, esperava {expected} bytes (b·h·t·s·bytes); recebi {received}.",
+            t is not None,
+            f"{where}, esperava um número inteiro de tokens; recebi {type(received).__name__} "
+            f"({received!r}).",
+        )
+        if t == expected:
+            continue
+        used = _weights_bytes(t, b, h, nbytes)
+        if t == math.isqrt(budget // (b * nbytes)) and h > 1:
+            expect(
+                False,
+                f"{where}, recebi t={t}, que ignora as cabeças: cada uma das {h} cabeças guarda "
+                f"a sua matriz (t, t). Esperava {expected}.",
+            )
+        if t == math.isqrt(budget // (b * h)) and nbytes > 1:
+            expect(
+                False,
+                f"{where}, recebi t={t}: o orçamento está em bytes e cada número ocupa "
+                f"{nbytes} bytes; divida também por bytes_per_element. Esperava {expected}.",
+            )
+        if t == expected + 1:
+            expect(
+                False,
+                f"{where}, recebi t={t}, mas com esse t os pesos ocupam {fmt(used)} bytes, mais "
+                f"que o orçamento ({fmt(budget)}): arredonde a raiz para baixo. Esperava "
+                f"{expected}.",
+            )
+        if 0 <= t < expected:
+            expect(
+                False,
+                f"{where}, recebi t={t}, mas t={expected} ainda cabe "
+                f"({fmt(_weights_bytes(expected, b, h, nbytes))} bytes de {fmt(budget)}). "
+                "Procure o maior t com b · h · t² · bytes <= orçamento.",
+            )
+        expect(
+            False,
+            f"{where}, esperava t={expected}; recebi {t} (com t={t} os pesos ocupam "
+            f"{fmt(used)} bytes; o orçamento é {fmt(budget)}).",
         )
