@@ -6,9 +6,11 @@
     python scripts/test_compat.py piso --recriar     # apaga e recria o ambiente dessa combinação
     python scripts/test_compat.py -- -n 2 --dist loadscope tests notebooks --nbval ...
 
-Cada combinação tem o seu ambiente virtual, criado uma vez em .cache/compat/NOME e
-reaproveitado enquanto a receita (versão do Python, pinos, requirements.txt,
-pyproject.toml) não mudar. Nele rodam os mesmos testes de `make test`: o pytest do
+Cada combinação tem o seu ambiente virtual, criado uma vez em .cache/compat/NOME (ou
+em $TPT_COMPAT_DIR/NOME) e reaproveitado enquanto a receita (versão do Python, pinos,
+linhas do requirements.txt) não mudar. O `tpt` não é instalado nele: os testes o
+importam desta pasta (PYTHONPATH), então o mesmo ambiente serve para qualquer clone e
+qualquer versão do `tpt`. Nele rodam os mesmos testes de `make test`: o pytest do
 pacote e o nbval dos notebooks (o Makefile passa os mesmos argumentos depois de `--`).
 
 As combinações:
@@ -45,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE = ROOT / ".cache" / "compat"
+CACHE = Path(os.environ.get("TPT_COMPAT_DIR") or ROOT / ".cache" / "compat")
 RESULTS = ROOT / "benchmarks" / "results" / "compat.md"
 README = ROOT / "README.md"
 BEGIN, END = "<!-- compat: início -->", "<!-- compat: fim -->"
@@ -158,11 +160,14 @@ def recipe(combo: Combo, python: str) -> str:
         [python, "-c", "import sys; print(sys.version.split()[0])"],
         capture_output=True, text=True, check=True,
     ).stdout.strip()
+    requirements = [
+        line.split("#")[0].strip()
+        for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
+    ]
     parts = [
         f"python {full}",
         *(f"{n}{s}" for n, s in sorted(combo.pins.items())),
-        (ROOT / "requirements.txt").read_text(encoding="utf-8"),
-        (ROOT / "pyproject.toml").read_text(encoding="utf-8"),
+        *sorted(r for r in requirements if r),
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
@@ -173,11 +178,11 @@ def ensure_venv(combo: Combo, python: str, *, recreate: bool) -> tuple[Path, flo
     stamp = venv / ".receita"
     key = recipe(combo, python)
     if not recreate and stamp.exists() and stamp.read_text().strip() == key:
-        print(f"[{combo.name}] reaproveitando o ambiente {venv.relative_to(ROOT)}", flush=True)
+        print(f"[{combo.name}] reaproveitando o ambiente {venv}", flush=True)
         return venv / "bin" / "python", 0.0
     start = time.perf_counter()
     if venv.exists():
-        print(f"[{combo.name}] a receita mudou: recriando {venv.relative_to(ROOT)}", flush=True)
+        print(f"[{combo.name}] a receita mudou: recriando {venv}", flush=True)
         shutil.rmtree(venv)
     CACHE.mkdir(parents=True, exist_ok=True)
     # O pip que vem com esse Python, sem atualizar: é o pip que um aluno (ou o Colab) tem.
@@ -193,7 +198,6 @@ def ensure_venv(combo: Combo, python: str, *, recreate: bool) -> tuple[Path, flo
     env = dict(os.environ, PIP_CONSTRAINT=str(pins), PIP_DISABLE_PIP_VERSION_CHECK="1")
     py = venv / "bin" / "python"
     _run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "requirements.txt")], env=env)
-    _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "-e", str(ROOT)], env=env)
     stamp.write_text(key + "\n")
     seconds = time.perf_counter() - start
     size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
@@ -239,6 +243,10 @@ def run_tests(combo: Combo, py: Path, pytest_args: list[str]) -> dict:
         env = dict(os.environ)
         for key, value in ISOLATED_ENV.items():
             env.setdefault(key, value)
+        # O tpt desta pasta (não instalado no ambiente): vale também para o kernel do nbval.
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
         print("$", " ".join(cmd), flush=True)
         start = time.perf_counter()
         with open(log, "w", encoding="utf-8") as fh:
@@ -292,8 +300,9 @@ def table_row(combo: Combo, info: dict[str, str], result: dict) -> str:
     return "| " + " | ".join(cells) + " |\n"
 
 
-def read_rows(path: Path = RESULTS) -> dict[str, str]:
+def read_rows(path: Path | None = None) -> dict[str, str]:
     """As linhas já gravadas, por combinação (a primeira palavra da primeira coluna)."""
+    path = RESULTS if path is None else path
     rows = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
@@ -324,8 +333,9 @@ def write_results(rows: dict[str, str], order: list[str], machine: str) -> str:
     return table
 
 
-def update_readme(table: str, path: Path = README) -> bool:
+def update_readme(table: str, path: Path | None = None) -> bool:
     """Troca a tabela entre os marcadores do README (se eles existirem)."""
+    path = README if path is None else path
     if not path.exists():
         return False
     text = path.read_text(encoding="utf-8")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 import sys
@@ -12,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import course_repo  # noqa: E402
+from course_repo import GUARD_RE  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -47,3 +50,88 @@ def test_fork_rewrites_every_copy_of_the_address(tmp_path):
 def test_fork_rejects_an_invalid_address(tmp_path):
     with pytest.raises(SystemExit, match="Endereço inválido"):
         course_repo.set_repository("github.com/sem-esquema")
+
+
+def _copy_course(tmp_path: Path) -> Path:
+    for rel in ["tpt/version.py", "README.md", "pyproject.toml", "scripts/course_repo.py"]:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    (tmp_path / "notebooks").mkdir()
+    for nb in NOTEBOOKS:
+        shutil.copy(nb, tmp_path / "notebooks" / nb.name)
+    return tmp_path / "scripts" / "course_repo.py"
+
+
+def _set_version(root: Path, version: str) -> None:
+    path = root / "tpt" / "version.py"
+    text = path.read_text(encoding="utf-8")
+    text = re.sub(r'^__version__ = "[^"]+"', f'__version__ = "{version}"', text, flags=re.M)
+    path.write_text(text, encoding="utf-8")
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text(encoding="utf-8"))["cells"]
+
+
+def test_pin_writes_the_version_tag_and_guard_into_every_notebook(tmp_path):
+    # Cópias temporárias: os notebooks de verdade não são tocados.
+    script = _copy_course(tmp_path)
+    _set_version(tmp_path, "7.3.1")
+    copies = sorted((tmp_path / "notebooks").glob("*.ipynb"))
+    before = {p.name: _cells(p) for p in copies}
+    run = subprocess.run([sys.executable, script, "pin"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "v7.3.1" in run.stdout
+    for path in copies:
+        text = path.read_text(encoding="utf-8")
+        assert "git+{REPOSITORY}@v7.3.1" in text
+        assert 'tpt.check_version(\\"7.3\\")' in text
+        assert course_repo.pin_problems(path, "7.3.1") == []
+        # Só mudam a célula de instalação e o argumento do check_version.
+        old, new = before[path.name], _cells(path)
+        assert len(old) == len(new)
+        for a, b in zip(old, new, strict=True):
+            if a.get("id") == "colab-setup":
+                assert "".join(b["source"]) == course_repo.setup_cell(ver="7.3.1")
+            else:
+                expected = GUARD_RE.sub('tpt.check_version("7.3")', "".join(a["source"]))
+                assert "".join(b["source"]) == expected
+                assert {k: v for k, v in a.items() if k != "source"} == {
+                    k: v for k, v in b.items() if k != "source"
+                }
+    check = subprocess.run([sys.executable, script, "check"], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+    # Rodar de novo não muda nenhum byte.
+    snapshot = {p.name: p.read_bytes() for p in copies}
+    again = subprocess.run([sys.executable, script, "pin"], capture_output=True, text=True)
+    assert "reescrito" not in again.stdout
+    assert snapshot == {p.name: p.read_bytes() for p in copies}
+
+
+def test_check_reports_a_notebook_pinned_to_another_version(tmp_path):
+    script = _copy_course(tmp_path)
+    subprocess.run([sys.executable, script, "pin"], check=True, capture_output=True)
+    _set_version(tmp_path, "9.0.0")  # o tpt mudou e os notebooks não foram fixados de novo
+    check = subprocess.run([sys.executable, script, "check"], capture_output=True, text=True)
+    assert check.returncode == 1
+    assert "v9.0.0" in check.stdout and "course_repo.py pin" in check.stdout
+
+
+def test_fork_keeps_the_pin(tmp_path):
+    script = _copy_course(tmp_path)
+    _set_version(tmp_path, "0.4.2")
+    new = "https://github.com/professora-exemplo/curso-turma-c"
+    subprocess.run([sys.executable, script, "set", new], check=True, capture_output=True)
+    for path in (tmp_path / "notebooks").glob("*.ipynb"):
+        cell = "".join(next(c for c in _cells(path) if c.get("id") == "colab-setup")["source"])
+        assert cell == course_repo.setup_cell(new, "0.4.2")
+        assert 'tpt.check_version(\\"0.4\\")' in path.read_text(encoding="utf-8")
+
+
+def test_setup_cell_tag_and_guard_follow_the_version():
+    assert course_repo.release_tag("0.2.0") == "v0.2.0"
+    assert course_repo.guard_version("0.2.0") == "0.2"
+    assert course_repo.guard_version("1.10.3+local") == "1.10"
+    cell = course_repo.setup_cell("https://github.com/a/b", "0.2.0")
+    assert 'REPOSITORY = "https://github.com/a/b"' in cell
+    assert '%pip install -q "tpt @ git+{REPOSITORY}@v0.2.0"' in cell

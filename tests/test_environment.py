@@ -76,8 +76,11 @@ def test_ci_runs_the_readme_test_command():
         for ln in ci.splitlines()
         if ln.strip() and not ln.startswith(("#", "set ", "cd ", "export "))
     ]
-    assert commands == ["make test"]
+    # Primeiro o comando do README; depois, só a compatibilidade (make test-compat ...).
+    assert commands[0] == "make test"
+    assert all(c.startswith("make test-compat") for c in commands[1:]), commands
     assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "set -euo pipefail" in ci, ".ci/run deve falhar quando um comando falha"
 
 
 def test_python_is_supported():

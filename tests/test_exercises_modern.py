@@ -133,7 +133,7 @@ def test_rope_half_rules(capsys):
 # --------------------------------------------------------------------------------------
 def _gqa_view(q, k, v):
     b, h, t, d_h = q.shape
-    h_kv, s = k.shape[1], k.shape[2]
+    h_kv = k.shape[1]
     g = h // h_kv
     qg = q.reshape(b, h_kv, g * t, d_h)  # (b, h_kv, g·t, d_h): o grupo vira linhas
     w = torch.softmax(qg @ k.transpose(-2, -1) / math.sqrt(d_h), dim=-1)  # (b, h_kv, g·t, s)

@@ -153,10 +153,21 @@ def test_gqa_rule_forbids_calling_the_module(capsys):
     assert ex.check_gqa_forward(module) is False
     assert "sem chamar o módulo pronto" in capsys.readouterr().out
     assert ex.check_gqa_forward(forward) is False
-    assert "mha.forward" in capsys.readouterr().out
+    assert "chama mha.forward" in capsys.readouterr().out
     # A proibição acaba com a conferência.
     mha = tpt.MultiHeadAttention(8, 2).eval()
     assert mha(torch.zeros(1, 3, 8))[0].shape == (1, 3, 8)
+
+
+def test_gqa_rule_forbids_the_module_internal_steps(capsys):
+    def internal_steps(query, key_value, mha):
+        q = mha._split_heads(mha.q_proj(query), mha.num_heads)
+        k = mha._expand_kv_heads(mha._split_heads(mha.k_proj(key_value), mha.num_kv_heads))
+        v = mha._expand_kv_heads(mha._split_heads(mha.v_proj(key_value), mha.num_kv_heads))
+        return _merge(tpt.scaled_dot_product_attention(q, k, v)[0], mha)
+
+    assert ex.check_gqa_forward(internal_steps) is False
+    assert "mha._split_heads" in capsys.readouterr().out
 
 
 def test_gqa_rule_forbids_a_loop_over_heads(capsys):

@@ -19,16 +19,15 @@ Cada conferência diz, em português, qual entrada falhou e qual é o erro prov�
 
 from __future__ import annotations
 
-import contextlib
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tpt.exercises import ExerciseError, exercise, expect
+from tpt.exercises import ExerciseError, count_calls, exercise, expect, forbid
 from tpt.feedforward import FeedForward
 from tpt.layers import EncoderLayer
 from tpt.numfmt import fmt
@@ -36,10 +35,6 @@ from tpt.numfmt import fmt
 __all__ = ["check_ffn_as_convolution", "check_pre_norm_layer", "check_encoder_layer_params"]
 
 _ATOL = 1e-5
-
-
-class RuleBroken(ExerciseError):
-    """A resposta usou algo que o enunciado proíbe."""
 
 
 def _shape(value: Any) -> str:
@@ -54,24 +49,6 @@ def _close(received: Tensor, expected: Tensor) -> bool:
     return received.shape == expected.shape and torch.allclose(
         received.double(), expected.double(), atol=_ATOL, rtol=0
     )
-
-
-@contextlib.contextmanager
-def _replaced(target: Any, name: str, replacement: Any) -> Iterator[None]:
-    """Troca ``target.name`` por ``replacement`` durante o bloco (e restaura depois)."""
-    original = getattr(target, name)
-    setattr(target, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(target, name, original)
-
-
-def _forbidden(message: str) -> Callable[..., Any]:
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise RuleBroken(message)
-
-    return refuse
 
 
 # --------------------------------------------------------------------------------------
@@ -91,23 +68,17 @@ def _run_conv_answer(
     ffn_conv: Callable[[Tensor, FeedForward], Tensor], x: Tensor, ffn: FeedForward, where: str
 ) -> tuple[Any, int]:
     """Roda a resposta contando as chamadas de ``F.conv1d`` e recusando ``F.linear``."""
-    calls = []
-    real_conv1d = F.conv1d
-
-    def counting_conv1d(*args: Any, **kwargs: Any) -> Tensor:
-        calls.append(1)
-        return real_conv1d(*args, **kwargs)
-
-    no_linear = _forbidden(
+    no_linear = (
         f"{where}: sua resposta chamou F.linear (direto, ou por meio de ffn(x) / "
         "ffn.linear1(x), que usam F.linear por dentro). O exercício pede as contas com "
         "F.conv1d: use só os pesos de ffn.linear1 e ffn.linear2."
     )
     try:
+        # F.conv1d e torch.conv1d são a mesma função, com dois nomes: contamos os dois.
         with (
-            _replaced(F, "conv1d", counting_conv1d),
-            _replaced(torch, "conv1d", counting_conv1d),
-            _replaced(F, "linear", no_linear),
+            count_calls(F, "conv1d") as f_calls,
+            count_calls(torch, "conv1d") as torch_calls,
+            forbid(F, "linear", no_linear),
         ):
             received = ffn_conv(x, ffn)
     except NotImplementedError:
@@ -119,7 +90,7 @@ def _run_conv_answer(
             "de uma conv de núcleo 1 tem forma (canais_saída, canais_entrada, 1): "
             "ffn.linear1.weight (d_ff, d) vira ffn.linear1.weight.unsqueeze(-1)."
         ) from None
-    return received, len(calls)
+    return received, f_calls[0] + torch_calls[0]
 
 
 def _check_ffn_as_convolution(ffn_conv: Callable[[Tensor, FeedForward], Tensor]) -> None:
@@ -208,17 +179,6 @@ _LAYER_CASES: list[tuple[int, int, int, int, int]] = [
 ]
 
 
-def _count_calls(module: nn.Module, counter: list[int]) -> None:
-    """Troca ``module.forward`` (só nesta instância) por uma versão que conta as chamadas."""
-    original = module.forward
-
-    def counted(*args: Any, **kwargs: Any) -> Any:
-        counter.append(1)
-        return original(*args, **kwargs)
-
-    module.forward = counted  # type: ignore[method-assign]
-
-
 def _random_layer(d: int, h: int, d_ff: int, generator: torch.Generator):
     """``nn.TransformerEncoderLayer(norm_first=True)`` com normas aleatórias e a cópia do tpt."""
     torch.manual_seed(int(torch.randint(0, 10**6, (1,), generator=generator)))
@@ -233,6 +193,32 @@ def _random_layer(d: int, h: int, d_ff: int, generator: torch.Generator):
     return ref, ours
 
 
+def _run_layer_answer(
+    pre_norm_layer: Callable[..., Tensor], x: Tensor, ours: EncoderLayer, where: str
+) -> tuple[Any, int, int]:
+    """Roda a resposta contando as chamadas das subcamadas e recusando a camada pronta."""
+    no_layer = (
+        f"{where}: sua resposta chamou uma camada pronta (tpt.EncoderLayer ou "
+        "nn.TransformerEncoderLayer). Escreva as duas subcamadas com as peças recebidas: "
+        "self_attn, ffn, norm1 e norm2."
+    )
+    try:
+        with (
+            count_calls(ours.self_attn, "forward") as attn_calls,
+            count_calls(ours.ffn, "forward") as ffn_calls,
+            forbid(EncoderLayer, "forward", no_layer),
+            forbid(nn.TransformerEncoderLayer, "forward", no_layer),
+            forbid(torch, "_transformer_encoder_layer_fwd", no_layer),
+        ):
+            received = pre_norm_layer(x, ours.self_attn, ours.ffn, ours.norm1, ours.norm2)
+    except TypeError as err:
+        raise ExerciseError(
+            f"{where}: o Python reclamou: «{err}». Dica: self_attn(h) devolve um par "
+            "(saída, pesos); use out, _ = self_attn(h) antes de somar."
+        ) from None
+    return received, attn_calls[0], ffn_calls[0]
+
+
 def _check_pre_norm_layer(pre_norm_layer: Callable[..., Tensor]) -> None:
     """``pre_norm_layer(x, self_attn, ffn, norm1, norm2) -> (b, t, d)`` pré-normalizada."""
     generator = torch.Generator().manual_seed(11)
@@ -242,35 +228,15 @@ def _check_pre_norm_layer(pre_norm_layer: Callable[..., Tensor]) -> None:
         x = torch.randn(b, t, d, generator=generator)
         with torch.no_grad():
             expected = ref(x)  # (b, t, d): o PyTorch, norm_first=True
-        attn_calls: list[int] = []
-        ffn_calls: list[int] = []
-        _count_calls(ours.self_attn, attn_calls)
-        _count_calls(ours.ffn, ffn_calls)
-        no_layer = _forbidden(
-            f"{where}: sua resposta chamou uma camada pronta (tpt.EncoderLayer ou "
-            "nn.TransformerEncoderLayer). Escreva as duas subcamadas com as peças recebidas: "
-            "self_attn, ffn, norm1 e norm2."
-        )
-        try:
-            with (
-                _replaced(EncoderLayer, "forward", no_layer),
-                _replaced(nn.TransformerEncoderLayer, "forward", no_layer),
-                _replaced(torch, "_transformer_encoder_layer_fwd", no_layer),
-            ):
-                received = pre_norm_layer(x, ours.self_attn, ours.ffn, ours.norm1, ours.norm2)
-        except TypeError as err:
-            raise ExerciseError(
-                f"{where}: o Python reclamou: «{err}». Dica: self_attn(h) devolve um par "
-                "(saída, pesos); use out, _ = self_attn(h) antes de somar."
-            ) from None
+        received, attn_calls, ffn_calls = _run_layer_answer(pre_norm_layer, x, ours, where)
         expect(
             isinstance(received, Tensor),
             f"{where}: esperava um tensor; recebi {type(received).__name__}.",
         )
         expect(
-            len(attn_calls) == 1 and len(ffn_calls) == 1,
-            f"{where}: chame cada subcamada uma vez só (contei self_attn: {len(attn_calls)}, "
-            f"ffn: {len(ffn_calls)}). Guarde o resultado numa variável se precisar dele duas "
+            attn_calls == 1 and ffn_calls == 1,
+            f"{where}: chame cada subcamada uma vez só (contei self_attn: {attn_calls}, "
+            f"ffn: {ffn_calls}). Guarde o resultado numa variável se precisar dele duas "
             "vezes.",
         )
         expect(
@@ -420,11 +386,11 @@ def _check_encoder_layer_params(encoder_layer_params: Callable[[int, int], Any])
         )
         assert expected == reference == _layer_params(d, d_ff)  # a própria referência
         where = f"para d = {d}, d_ff = {d_ff}"
-        no_modules = _forbidden(
+        no_modules = (
             f"{where}: sua resposta criou um módulo do PyTorch para contar. O exercício pede a "
             "fórmula em d e d_ff (serve para tamanhos que nem caberiam na memória)."
         )
-        with _replaced(nn.Module, "__init__", no_modules):
+        with forbid(nn.Module, "__init__", no_modules):
             received = encoder_layer_params(d, d_ff)
         expect(
             isinstance(received, numbers.Integral) and not isinstance(received, bool),

@@ -150,6 +150,9 @@ _FORWARD_CASES: list[tuple[int, int, int, int, int, int, bool]] = [
 # float32: o caminho rápido do tpt e o caminho explícito do aluno diferem por ~1e-7.
 _FORWARD_ATOL = 1e-5
 
+# Etapas internas de MultiHeadAttention.forward que fariam o exercício pelo aluno.
+_MODULE_STEPS = ("_split_heads", "_expand_kv_heads", "_attend")
+
 _ATTENTION_OWNERS = (
     (tpt, "scaled_dot_product_attention"),
     (tpt.attention, "scaled_dot_product_attention"),
@@ -255,15 +258,18 @@ def check_gqa_forward(
         "algoritmo em lote: todas as cabeças de uma vez, com view, transpose e uma chamada "
         "de atenção.",
     )
-    expect(
-        not references(gqa_forward, "forward"),
-        "sua função chama mha.forward: o exercício pede os passos escritos por você "
-        "(projeções, divisão em cabeças, atenção, junção, out_proj), não o módulo pronto.",
-    )
+    for name in ("forward", *_MODULE_STEPS):
+        expect(
+            not references(gqa_forward, name),
+            f"sua função chama mha.{name}: o exercício pede os passos escritos por você "
+            "(projeções, divisão em cabeças, repetição de K e V, atenção, junção, out_proj), "
+            "não as etapas prontas do módulo.",
+        )
     generator = torch.Generator().manual_seed(5)
     rule_module = (
         "o exercício pede os passos escritos por você, sem chamar o módulo pronto "
-        "(mha(...) ou mha.forward): use mha.q_proj, mha.k_proj, mha.v_proj e mha.out_proj."
+        "(mha(...), mha.forward ou as etapas internas dele): use mha.q_proj, mha.k_proj, "
+        "mha.v_proj e mha.out_proj."
     )
     for b, t, s, d, h, h_kv, bias in _FORWARD_CASES:
         mha = _module(d, h, h_kv, bias)
@@ -276,10 +282,11 @@ def check_gqa_forward(
         )
         with torch.no_grad():
             expected = mha(query, key_value)[0]  # (b, t, d)
-            with (
-                forbid(MultiHeadAttention, "forward", rule_module),
-                _count_attention_calls(gqa_forward) as calls,
-            ):
+            with contextlib.ExitStack() as stack:
+                for name in ("forward", *_MODULE_STEPS):
+                    if hasattr(MultiHeadAttention, name):
+                        stack.enter_context(forbid(MultiHeadAttention, name, rule_module))
+                calls = stack.enter_context(_count_attention_calls(gqa_forward))
                 try:
                     received = gqa_forward(query, key_value, mha)
                 except (NotImplementedError, ExerciseError):
@@ -305,7 +312,7 @@ def check_gqa_forward(
             f"{where}, sua função chamou a atenção {calls[0]} vezes. O exercício pede uma "
             "chamada de tpt.scaled_dot_product_attention para todas as cabeças de uma vez "
             "(ela trata (b, h) como lote)"
-            + (": não uma por cabeça." if calls[0] > 1 else "."),
+            + (": não uma por cabeça." if calls[0] == h > 1 else "."),
         )
         expect(
             isinstance(received, Tensor),
