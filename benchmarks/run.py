@@ -40,9 +40,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+# O profiler de memória escreve linhas de diagnóstico no stderr; 6 = só erros graves.
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # roda também sem o pacote instalado (python benchmarks/run.py)
