@@ -7,8 +7,9 @@
     python scripts/test_compat.py -- -n 2 --dist loadscope tests notebooks --nbval ...
 
 Cada combinação tem o seu ambiente virtual, criado uma vez em .cache/compat/NOME (ou
-em $TPT_COMPAT_DIR/NOME) e reaproveitado enquanto a receita (versão do Python, pinos,
-linhas do requirements.txt) não mudar. O `tpt` não é instalado nele: os testes o
+em $TPT_COMPAT_DIR/NOME) e reaproveitado; quando a receita (pinos, linhas do
+requirements.txt) muda, é atualizado no lugar; quando o Python muda (ou com --recriar),
+é recriado. O `tpt` não é instalado nele: os testes o
 importam desta pasta (PYTHONPATH), então o mesmo ambiente serve para qualquer clone e
 qualquer versão do `tpt`. Nele rodam os mesmos testes de `make test`: o pytest do
 pacote e o nbval dos notebooks (o Makefile passa os mesmos argumentos depois de `--`).
@@ -18,7 +19,8 @@ As combinações:
 - piso:    o Python mais antigo que o pyproject.toml aceita e TODAS as dependências no
            piso declarado em requirements.txt (torch>=X vira torch==X): prova os pisos;
 - recente: o torch mais novo que o registro de pacotes serve, com o resto também no
-           mais novo.
+           mais novo (os pinos de cada combinação substituem um teto de versão que o
+           pip da máquina tenha na configuração global).
 
 O resultado de cada uma (versões, aprovados/reprovados, tempo) vai para a tabela em
 benchmarks/results/compat.md e para a seção correspondente do README. Sai com código
@@ -156,10 +158,7 @@ def _run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
 
 def recipe(combo: Combo, python: str) -> str:
     """O que define o ambiente: se mudar, o ambiente é recriado."""
-    full = subprocess.run(
-        [python, "-c", "import sys; print(sys.version.split()[0])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()
+    full = _python_version(python)
     requirements = [
         line.split("#")[0].strip()
         for line in (ROOT / "requirements.txt").read_text(encoding="utf-8").splitlines()
@@ -172,21 +171,41 @@ def recipe(combo: Combo, python: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
+def _python_version(python: str | Path) -> str | None:
+    proc = subprocess.run(
+        [str(python), "-c", "import sys; print(sys.version.split()[0])"],
+        capture_output=True, text=True,
+    )
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def ensure_venv(combo: Combo, python: str, *, recreate: bool) -> tuple[Path, float]:
-    """Cria (ou reaproveita) o ambiente da combinação. Devolve (python, segundos gastos)."""
+    """Cria, atualiza ou reaproveita o ambiente da combinação. Devolve (python, segundos).
+
+    Receita igual: reaproveita. Receita diferente com o mesmo Python (um piso subiu, uma
+    dependência entrou): atualiza no lugar, com o mesmo `pip install`. Python diferente,
+    ambiente quebrado ou --recriar: apaga e cria de novo.
+    """
     venv = CACHE / combo.name
     stamp = venv / ".receita"
+    py = venv / "bin" / "python"
     key = recipe(combo, python)
     if not recreate and stamp.exists() and stamp.read_text().strip() == key:
         print(f"[{combo.name}] reaproveitando o ambiente {venv}", flush=True)
-        return venv / "bin" / "python", 0.0
+        return py, 0.0
     start = time.perf_counter()
-    if venv.exists():
-        print(f"[{combo.name}] a receita mudou: recriando {venv}", flush=True)
+    same_python = venv.exists() and _python_version(py) == _python_version(python)
+    if venv.exists() and (recreate or not same_python):
+        print(f"[{combo.name}] recriando {venv}", flush=True)
         shutil.rmtree(venv)
-    CACHE.mkdir(parents=True, exist_ok=True)
-    # O pip que vem com esse Python, sem atualizar: é o pip que um aluno (ou o Colab) tem.
-    _run([python, "-m", "venv", str(venv)])
+        same_python = False
+    if same_python:
+        print(f"[{combo.name}] a receita mudou: atualizando {venv}", flush=True)
+    else:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        # O pip que vem com esse Python, sem atualizar: é o pip que um aluno tem.
+        _run([python, "-m", "venv", str(venv)])
+    stamp.unlink(missing_ok=True)
     pins = venv / "pinos.txt"
     pins.write_text(
         "# Pinos da combinação (substituem as restrições globais do pip desta máquina).\n"
@@ -196,15 +215,16 @@ def ensure_venv(combo: Combo, python: str, *, recreate: bool) -> tuple[Path, flo
     # PIP_CONSTRAINT no ambiente (e não -c): substitui uma restrição global da máquina
     # (por exemplo, um teto para a versão do torch) em vez de somar-se a ela.
     env = dict(os.environ, PIP_CONSTRAINT=str(pins), PIP_DISABLE_PIP_VERSION_CHECK="1")
-    py = venv / "bin" / "python"
     _run([str(py), "-m", "pip", "install", "-q", "-r", str(ROOT / "requirements.txt")], env=env)
     stamp.write_text(key + "\n")
     seconds = time.perf_counter() - start
     size = sum(f.stat().st_size for f in venv.rglob("*") if f.is_file() and not f.is_symlink())
-    (venv / ".instalacao.json").write_text(
-        json.dumps({"segundos": round(seconds), "bytes": size}), encoding="utf-8"
-    )
-    print(f"[{combo.name}] ambiente criado em {seconds:.0f} s ({size / 1e9:.1f} GB)", flush=True)
+    if not same_python:
+        (venv / ".instalacao.json").write_text(
+            json.dumps({"segundos": round(seconds), "bytes": size}), encoding="utf-8"
+        )
+    verb = "atualizado" if same_python else "criado"
+    print(f"[{combo.name}] ambiente {verb} em {seconds:.0f} s ({size / 1e9:.1f} GB)", flush=True)
     return py, seconds
 
 
@@ -243,6 +263,8 @@ def run_tests(combo: Combo, py: Path, pytest_args: list[str]) -> dict:
         env = dict(os.environ)
         for key, value in ISOLATED_ENV.items():
             env.setdefault(key, value)
+        # Os testes que conferem a tabela gravada se pulam: ela está sendo refeita agora.
+        env["TPT_COMPAT_RUN"] = combo.name
         # O tpt desta pasta (não instalado no ambiente): vale também para o kernel do nbval.
         env["PYTHONPATH"] = os.pathsep.join(
             [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]

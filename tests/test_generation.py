@@ -495,3 +495,49 @@ def test_seq2seq_decoders_reject_bad_arguments():
         greedy_decode(model, src, max_len=0)
     with pytest.raises(ValueError, match=r"max_len=99 passa do contexto .*max_len=32"):
         greedy_decode(model, src, max_len=99)
+
+
+class _ScriptedSeq2Seq(torch.nn.Module):
+    """Um "Transformer" de mentira: P(próximo token) depende só do último token gerado.
+
+    Tokens 4 (a), 5 (b), 6 (c). De <bos>: a 0,55, <eos> 0,25, b 0,20. Depois de a, quase
+    certamente c e depois <eos> (a c <eos>: log P ≈ -0,62). Depois de b, <eos> 0,9. Com
+    feixe 2, duas hipóteses ruins ("" e "b") terminam antes da melhor, que ainda está viva.
+    """
+
+    table = {
+        BOS_ID: {4: 0.55, EOS_ID: 0.25, 5: 0.20},
+        4: {6: 0.99, EOS_ID: 0.01},
+        6: {EOS_ID: 0.99, 6: 0.01},
+        5: {EOS_ID: 0.9, 6: 0.1},
+    }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = TransformerConfig(vocab_size=8, embed_dim=8, num_heads=2, max_len=12)
+        logits = torch.full((8, 8), -30.0)
+        for last, probs in self.table.items():
+            for token, p in probs.items():
+                logits[last, token] = math.log(p)
+        self.register_buffer("logits", logits)
+
+    def encode(self, src, *, src_key_padding_mask=None):
+        return torch.zeros(src.shape[0], src.shape[1], 8)  # (b, s, d): não importa aqui
+
+    def decode(self, tgt, memory, *, memory_key_padding_mask=None, cache=None):
+        return self.logits[tgt]  # (n, t, V): a linha do último token de cada posição
+
+
+@pytest.mark.parametrize("length_penalty", [0.0, 0.6])
+def test_beam_search_does_not_stop_before_the_best_hypothesis_finishes(length_penalty):
+    model = _ScriptedSeq2Seq()
+    src = torch.tensor([4, 5])
+    greedy = greedy_decode(model, src[None], max_len=12, use_cache=False)[0]
+    assert greedy == [4, 6]
+    hyps = beam_search(
+        model, src, beam_size=2, max_len=12, length_penalty=length_penalty, use_cache=False,
+        return_all=True,
+    )
+    assert hyps[0].tokens == [4, 6]  # e não "" nem "b", que terminaram antes
+    assert hyps[0].log_prob == pytest.approx(math.log(0.55 * 0.99 * 0.99), abs=1e-4)
+    assert beam_search(model, src, beam_size=1, max_len=12, use_cache=False) == greedy

@@ -449,8 +449,10 @@ def beam_search(
     Mantém as `beam_size` melhores continuações parciais (por log-prob somada). A cada
     passo, cada feixe propõe tokens; dos 2 * beam_size melhores candidatos, os que
     terminam em `<eos>` (se estiverem entre os beam_size primeiros) viram hipóteses
-    prontas e os demais continuam. Para quando há beam_size hipóteses prontas ou
-    após `max_len` tokens (as inacabadas entram na disputa como estão).
+    prontas e os demais continuam. Para quando há beam_size hipóteses prontas e nenhum
+    feixe vivo, se terminasse agora, ficaria entre elas (com `length_penalty=0`, nenhum
+    poderia mais superá-las), ou após `max_len` tokens (as inacabadas entram na disputa
+    como estão).
 
     As prontas são comparadas pela nota log P(Y) / lp(Y), com a penalidade de comprimento
     do GNMT lp(Y) = ((5 + |Y|) / 6) ** length_penalty (|Y| conta o `<eos>`);
@@ -527,8 +529,18 @@ def beam_search(
                 keep_scores.append(cand_scores[rank])
                 if len(keep_beams) == beam_size:
                     break
-            if len(finished) >= beam_size or not keep_beams:
+            if not keep_beams:
                 break
+            if len(finished) >= beam_size:
+                # Para só quando o melhor feixe vivo, se terminasse agora, não entraria entre as
+                # beam_size melhores prontas. Com length_penalty=0 isso é exato (a log-prob de
+                # um feixe só diminui a cada token); com penalidade é a regra usual (a mesma do
+                # Hugging Face). Parar na beam_size-ésima pronta, sem essa conta, deixava
+                # escapar hipóteses bem mais prováveis que ainda estavam no feixe.
+                kth_best = sorted((h.score for h in finished), reverse=True)[beam_size - 1]
+                alive_best = float(max(keep_scores)) / length_penalty_gnmt(step + 1, length_penalty)
+                if alive_best <= kth_best:
+                    break
             beam_idx = torch.tensor(keep_beams, device=device)  # (n_novo,)
             tokens = torch.cat(
                 [tokens[beam_idx], torch.tensor(keep_tokens, device=device)[:, None]], dim=1

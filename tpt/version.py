@@ -7,7 +7,7 @@ separados ("module 'tpt' has no attribute ..."). Cada notebook declara a versão
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Endereço do repositório do curso. É o ÚNICO lugar onde ele é escrito no pacote;
 # `make fork REPO=...` (scripts/course_repo.py) reescreve este valor, os selos
