@@ -133,11 +133,22 @@ def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path):
         print("codigo de saida do pip:", shell.user_ns.get("_exit_code"))
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_TARGET", "PIP_PREFIX"))}
+    # Sem PYTHONPATH (make test-compat o usa para achar o tpt desta pasta): o pip veria o
+    # tpt.egg-info da pasta do curso, diria "já instalado" e não instalaria nada.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k != "PYTHONPATH" and not k.startswith(("PIP_TARGET", "PIP_PREFIX"))
+    }
     env.update(PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env["IPYTHONDIR"] = str(tmp_path / "ipython")
     proc = subprocess.run(
-        [sys.executable, "-c", driver], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", driver],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
