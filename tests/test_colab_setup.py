@@ -140,6 +140,12 @@ def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path):
         for k, v in os.environ.items()
         if k != "PYTHONPATH" and not k.startswith(("PIP_TARGET", "PIP_PREFIX"))
     }
+    # Mas o driver precisa do IPython: mantém as outras pastas do PYTHONPATH (onde ele
+    # pode estar, ex.: pacotes instalados com --target), tirando só a pasta do curso.
+    kept = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != ROOT]
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
     env.update(PIP_NO_DEPS="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
     env["IPYTHONDIR"] = str(tmp_path / "ipython")
     proc = subprocess.run(
@@ -151,6 +157,9 @@ def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path):
         timeout=300,
     )
     log = proc.stdout + proc.stderr
+    if "No matching distribution found for setuptools" in log:
+        # O pip monta o pacote num ambiente isolado e baixa o setuptools do índice.
+        pytest.skip("sem acesso ao índice de pacotes: o pip não baixa o setuptools")
     assert proc.returncode == 0, log
     assert "codigo de saida do pip: 0" in proc.stdout, log
     installed = site / "tpt"

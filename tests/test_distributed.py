@@ -67,7 +67,10 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(not torch.distributed.is_available(), reason="torch sem distributed")
-def test_two_process_ddp_equals_one_process_on_both_batches(tmp_path):
+def test_two_process_ddp_equals_one_process_on_both_batches(tmp_path, monkeypatch):
+    # Os processos herdam o ambiente: sem GPU visível, o teste roda em gloo na CPU também
+    # numa máquina com GPU (e com TPT_DEVICE=cuda).
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     ctx = multiprocessing.get_context("spawn")
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, 2, port, str(tmp_path))) for r in range(2)]
@@ -122,6 +125,27 @@ def test_setup_rejects_unknown_backend(monkeypatch):
         distributed.setup("mpi")
 
 
+@pytest.mark.parametrize("gpus", [0, 1])
+def test_setup_falls_back_to_gloo_with_fewer_gpus_than_processes(monkeypatch, gpus):
+    """Colab com 1 GPU e torchrun --nproc_per_node 2: gloo na CPU, não 'invalid device ordinal'."""
+    calls = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: calls.append(("set_device", i)))
+    monkeypatch.setattr(distributed, "is_initialized", lambda: False)
+    monkeypatch.setattr(distributed.dist, "init_process_group",
+                        lambda backend: calls.append(("init", backend)))
+    monkeypatch.setattr(distributed.dist, "get_rank", lambda: 1)
+    monkeypatch.setattr(distributed.dist, "get_world_size", lambda: 2)
+    for var, value in dict(RANK="1", WORLD_SIZE="2", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2").items():
+        monkeypatch.setenv(var, value)
+    assert distributed.setup() == (1, 2, torch.device("cpu"))
+    assert calls == [("init", "gloo")]
+    if gpus:
+        with pytest.raises(ValueError, match="só há 1 GPU"):
+            distributed.setup("nccl")
+
+
 def test_training_script_runs_under_torchrun(tmp_path):
     """O script do curso roda com torchrun --nproc_per_node 2 (2 processos na CPU)."""
     port = _free_port()
@@ -132,7 +156,9 @@ def test_training_script_runs_under_torchrun(tmp_path):
         "--block", "16", "--dim", "16", "--layers", "1", "--heads", "2",
         "--out", str(tmp_path / "gpt.pt"),
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    # CUDA_VISIBLE_DEVICES vazio: 2 processos na CPU também numa máquina com GPU.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
+           "CUDA_VISIBLE_DEVICES": ""}
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "2 processo(s) em cpu" in result.stdout

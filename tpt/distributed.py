@@ -55,7 +55,8 @@ def setup(backend: str | None = None) -> tuple[int, int, torch.device]:
     """Inicia o grupo de processos a partir das variáveis do ``torchrun``.
 
     Devolve ``(rank, world_size, device)``. ``backend``: ``None`` escolhe ``"nccl"``
-    com CUDA e ``"gloo"`` sem ela. Cada processo usa a GPU ``LOCAL_RANK`` quando há CUDA.
+    quando há uma GPU CUDA para cada processo da máquina, e ``"gloo"`` (na CPU) se não.
+    Com ``nccl``, cada processo usa a GPU ``LOCAL_RANK``.
     Sem as variáveis do ``torchrun``, não inicia nada: ``(0, 1, cuda ou cpu)``.
     """
     cuda = torch.cuda.is_available()
@@ -63,12 +64,22 @@ def setup(backend: str | None = None) -> tuple[int, int, torch.device]:
         return 0, 1, torch.device("cuda" if cuda else "cpu")
     if not dist.is_available():
         raise RuntimeError("este PyTorch foi compilado sem torch.distributed")
-    backend = backend or ("nccl" if cuda else "gloo")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    # Processos nesta máquina (o torchrun define LOCAL_WORLD_SIZE; sem ele, todos).
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ["WORLD_SIZE"]))
+    gpus = torch.cuda.device_count() if cuda else 0
+    # O nccl quer uma GPU por processo. Com menos GPUs que processos (ex.: Colab com 1 GPU
+    # e --nproc_per_node 2), TODOS os processos vão juntos para gloo na CPU.
+    backend = backend or ("nccl" if gpus >= local_world else "gloo")
     if backend not in ("nccl", "gloo"):
         raise ValueError(f"backend={backend!r} desconhecido; use 'nccl' (GPU) ou 'gloo' (CPU)")
     if backend == "nccl" and not cuda:
         raise ValueError("backend='nccl' precisa de GPU CUDA; na CPU use 'gloo'")
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if backend == "nccl" and local_rank >= gpus:
+        raise ValueError(
+            f"backend='nccl' com LOCAL_RANK={local_rank}, mas só há {gpus} GPU(s) CUDA: "
+            f"use --nproc_per_node <= {gpus} ou backend='gloo'"
+        )
     if cuda and backend == "nccl":
         torch.cuda.set_device(local_rank)
         device = torch.device("cuda", local_rank)
