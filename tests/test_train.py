@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import pickle
+import sys
 
 import pytest
 import torch
@@ -440,3 +441,36 @@ def test_make_optimizer_uses_fused_adamw_with_the_same_numbers():
             opt.step()
     torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(a.bias, b.bias, atol=1e-6, rtol=1e-5)
+
+
+def test_losses_read_in_blocks_off_cpu_match_the_per_step_reading(monkeypatch):
+    """Na GPU as losses são lidas em blocos (sem esperar a GPU a cada passo): mesmo histórico."""
+    train_module = sys.modules["tpt.train"]  # `tpt.train` é também o nome da função
+
+    ids = torch.randint(0, 20, (300,), generator=torch.Generator().manual_seed(0))
+
+    def run(loss_fn=lm_loss):
+        torch.manual_seed(0)
+        model = tiny_gpt()
+        batches = list(lm_batches(ids, 8, 2, num_batches=12,
+                                  generator=torch.Generator().manual_seed(1)))
+        return train(model, batches, loss_fn=loss_fn, max_steps=12, progress=False, seed=0,
+                     eval_fn=lambda m: {"val": evaluate_loss(m, batches[:2], lm_loss)},
+                     eval_every=5)
+
+    per_step = run()
+    monkeypatch.setattr(train_module, "_reads_loss_each_step", lambda device: False)
+    monkeypatch.setattr(train_module, "_LOSS_READ_EVERY", 4)
+    in_blocks = run()
+    for key in ("step", "train_loss", "lr", "eval_step", "val"):
+        assert in_blocks[key] == per_step[key], key
+
+    calls = []
+
+    def nan_from_step_6(model, batch):
+        calls.append(1)
+        loss = lm_loss(model, batch)
+        return loss * float("nan") if len(calls) > 6 else loss
+
+    with pytest.raises(FloatingPointError, match="a loss virou nan no passo 6"):
+        run(nan_from_step_6)

@@ -36,6 +36,14 @@ from tqdm.auto import tqdm
 from tpt.distributed import is_main_process, unwrap
 from tpt.tokenizer import PAD_ID
 
+# Na GPU, `train` lê as losses em blocos deste tamanho (ver o comentário no laço).
+_LOSS_READ_EVERY = 50
+
+
+def _reads_loss_each_step(device: torch.device) -> bool:
+    """Na CPU, ler a loss a cada passo é de graça; nos outros dispositivos, não."""
+    return device.type == "cpu"
+
 CHECKPOINT_FORMAT = "tpt-checkpoint-v1"
 """Valor da chave "format" de todo checkpoint salvo por `save_checkpoint`."""
 
@@ -458,6 +466,28 @@ def train(
                 f"passo {step}: " + ", ".join(f"{k}={float(v):.4f}" for k, v in metrics.items())
             )
 
+    # Ler a loss (`.item()`, `isfinite`) faz a CPU esperar a GPU terminar o passo. Na CPU
+    # isso não custa nada e conferimos a cada passo, ANTES de atualizar os pesos. Na GPU,
+    # as losses ficam na GPU e são lidas em blocos de até `_LOSS_READ_EVERY` passos (e
+    # antes de cada avaliação e no fim): uma loss não finita é apontada pelo seu passo,
+    # mas só quando o bloco é lido.
+    check_each_step = _reads_loss_each_step(device)
+    pending: list[Tensor] = []  # losses ainda não lidas (só fora da CPU)
+
+    def read_losses() -> None:
+        if not pending:
+            return
+        values = torch.stack(pending).tolist()  # uma espera só para o bloco inteiro
+        first = len(history["train_loss"])
+        pending.clear()
+        for i, value in enumerate(values):
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"a loss virou {value} no passo {first + i}; tente uma lr menor "
+                    f"(lr={lr}) ou confira os dados"
+                )
+        history["train_loss"].extend(values)
+
     start = time.perf_counter()
     step = 0
     try:
@@ -467,7 +497,7 @@ def train(
                 group["lr"] = current_lr
 
             loss = loss_fn(model, _to_device(batch, device))
-            if not torch.isfinite(loss):
+            if check_each_step and not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"a loss virou {loss.item()} no passo {step}; tente uma lr menor "
                     f"(lr={lr}) ou confira os dados"
@@ -481,18 +511,24 @@ def train(
 
             elapsed = time.perf_counter() - start
             history["step"].append(step)
-            history["train_loss"].append(loss.item())
+            pending.append(loss.detach())
             history["lr"].append(current_lr)
             history["elapsed"].append(elapsed)
+            evaluate_now = eval_fn is not None and step % eval_every == 0
+            if check_each_step or evaluate_now or len(pending) >= _LOSS_READ_EVERY:
+                read_losses()
             if bar is not None:
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.4f}", lr=f"{current_lr:.2e}", refresh=False)
-            if eval_fn is not None and step % eval_every == 0:
+                if history["train_loss"]:
+                    last = history["train_loss"][-1]
+                    bar.set_postfix(loss=f"{last:.4f}", lr=f"{current_lr:.2e}", refresh=False)
+            if evaluate_now:
                 run_eval(step)
             if max_steps is not None and step >= max_steps:
                 break
             if max_seconds is not None and time.perf_counter() - start >= max_seconds:
                 break
+        read_losses()
     finally:
         if bar is not None:
             bar.close()
