@@ -541,3 +541,14 @@ def test_beam_search_does_not_stop_before_the_best_hypothesis_finishes(length_pe
     assert hyps[0].tokens == [4, 6]  # e não "" nem "b", que terminaram antes
     assert hyps[0].log_prob == pytest.approx(math.log(0.55 * 0.99 * 0.99), abs=1e-4)
     assert beam_search(model, src, beam_size=1, max_len=12, use_cache=False) == greedy
+
+
+def test_generate_returns_an_ordinary_tensor_usable_in_training():
+    """generate roda em inference_mode, mas devolve um tensor comum (não de inferência)."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=11, max_len=16, embed_dim=16, num_heads=2, num_layers=1))
+    out = generate(model, torch.tensor([[1, 2, 3]]), 5, greedy=True)
+    assert not out.is_inference()
+    loss = model(out).logsumexp(-1).mean()  # os ids gerados entram num passo com gradiente
+    loss.backward()
+    assert model.lm_head.weight.grad is not None

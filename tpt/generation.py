@@ -256,35 +256,54 @@ def generate(
     was_training = model.training
     model.eval()
     try:
-        out = idx.to(_model_device(model))
-        finished = torch.zeros(out.size(0), dtype=torch.bool, device=out.device)  # (b,)
-        if max_new_tokens == 0:
-            return out.clone()
-        start = 0  # a janela de contexto é out[:, start:]
-        # Os tokens novos vêm do próprio modelo: o GPT não precisa conferi-los a cada passo.
-        trusted = {"validate": False} if isinstance(model, GPT) else {}
-        cache = model.new_cache() if use_cache else None
-        # Prefill: o prompt inteiro de uma vez (causal), enchendo o cache.
-        logits = model(out, cache=cache)[:, -1, :]  # (b, V)
-        for step in range(max_new_tokens):
-            next_token = choose(logits)  # (b,)
-            if eos_id is not None:
-                next_token = next_token.masked_fill(finished, PAD_ID)
-                finished |= next_token == eos_id
-            out = torch.cat([out, next_token[:, None]], dim=1)  # (b, t + 1)
-            if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
-                break
-            if out.size(1) - start > max_len:  # a janela não cabe mais: desliza
-                start = out.size(1) - keep
-                cache = model.new_cache() if use_cache else None
-                logits = model(out[:, start:], cache=cache)[:, -1, :]  # novo prefill
-            elif use_cache:
-                logits = model(next_token[:, None], cache=cache, **trusted)[:, -1, :]  # só o novo
-            else:
-                logits = model(out[:, start:])[:, -1, :]  # recalcula a janela inteira
-        return out
+        # inference_mode: como no_grad, e ainda sem a contagem de versões dos tensores, um
+        # custo pequeno por operação que, token a token, se soma. A cópia no fim devolve
+        # um tensor comum (um "tensor de inferência" não poderia entrar num treino depois).
+        with torch.inference_mode():
+            out = _decode(model, idx, max_new_tokens, choose, use_cache, eos_id, keep)
+        return out.clone()
     finally:
         model.train(was_training)
+
+
+def _decode(
+    model: nn.Module,
+    idx: Tensor,
+    max_new_tokens: int,
+    choose: Any,
+    use_cache: bool,
+    eos_id: int | None,
+    keep: int,
+) -> Tensor:
+    """O laço de `generate`, já com os argumentos conferidos: (b, t) -> (b, t + n)."""
+    max_len = model.config.max_len
+    out = idx.to(_model_device(model))
+    finished = torch.zeros(out.size(0), dtype=torch.bool, device=out.device)  # (b,)
+    if max_new_tokens == 0:
+        return out
+    start = 0  # a janela de contexto é out[:, start:]
+    # Os tokens novos vêm do próprio modelo: o GPT não precisa conferi-los a cada passo.
+    trusted = {"validate": False} if isinstance(model, GPT) else {}
+    cache = model.new_cache() if use_cache else None
+    # Prefill: o prompt inteiro de uma vez (causal), enchendo o cache.
+    logits = model(out, cache=cache)[:, -1, :]  # (b, V)
+    for step in range(max_new_tokens):
+        next_token = choose(logits)  # (b,)
+        if eos_id is not None:
+            next_token = next_token.masked_fill(finished, PAD_ID)
+            finished |= next_token == eos_id
+        out = torch.cat([out, next_token[:, None]], dim=1)  # (b, t + 1)
+        if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
+            break
+        if out.size(1) - start > max_len:  # a janela não cabe mais: desliza
+            start = out.size(1) - keep
+            cache = model.new_cache() if use_cache else None
+            logits = model(out[:, start:], cache=cache)[:, -1, :]  # novo prefill
+        elif use_cache:
+            logits = model(next_token[:, None], cache=cache, **trusted)[:, -1, :]  # só o novo
+        else:
+            logits = model(out[:, start:])[:, -1, :]  # recalcula a janela inteira
+    return out
 
 
 def generate_text(
