@@ -128,3 +128,13 @@ def test_weight_property_is_the_parameter():
     assert module.weight.shape == (10, 4)
     assert [name for name, _ in module.named_parameters()] == ["embedding.weight"]
     assert "vocab_size=10, embed_dim=4" in repr(module)
+
+
+def test_validate_false_skips_the_value_check_but_not_the_lookup():
+    """Os modelos conferem os ids antes; a embedding pode pular a segunda leitura."""
+    torch.manual_seed(0)
+    module = TokenEmbedding(10, 4)
+    ids = torch.tensor([[1, 2, 9]])
+    assert torch.equal(module(ids, validate=False), module(ids))
+    with pytest.raises(ValueError, match="fora do vocabulário"):
+        module(torch.tensor([[10]]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import pytest
 import torch
@@ -552,3 +553,43 @@ def test_generate_returns_an_ordinary_tensor_usable_in_training():
     loss = model(out).logsumexp(-1).mean()  # os ids gerados entram num passo com gradiente
     loss.backward()
     assert model.lm_head.weight.grad is not None
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_eos_check_every_few_steps_gives_the_same_output(monkeypatch, use_cache):
+    """Na GPU, o fim de todas as linhas é lido a cada 16 passos: mesma saída que na CPU."""
+    generation = sys.modules["tpt.generation"]
+    model = make_gpt()
+    for seed in range(4):
+        prompt = torch.randint(0, VOCAB, (2, 4), generator=torch.Generator().manual_seed(seed))
+        free = generate(model, prompt, 12, greedy=True, use_cache=use_cache)
+        for eos in {int(free[0, 5]), int(free[1, 7]), int(free[0, 10])}:
+            expected = generate(model, prompt, 12, greedy=True, eos_id=eos, use_cache=use_cache)
+            with monkeypatch.context() as patch:
+                patch.setattr(generation, "_reads_each_step", lambda device: False)
+                patch.setattr(generation, "_EOS_CHECK_EVERY", 3)
+                got = generate(model, prompt, 12, greedy=True, eos_id=eos, use_cache=use_cache)
+            assert torch.equal(got, expected), (seed, eos)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="precisa de GPU")
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_gpu_per_token_path_never_waits_for_the_gpu(use_cache):
+    """Na GPU, nenhum passo por token faz a CPU esperar (só o prompt é conferido, uma vez)."""
+    import warnings
+
+    model = make_gpt().cuda()
+    prompt = torch.randint(0, VOCAB, (2, 4), device="cuda")
+
+    def syncs(n: int) -> int:
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                generate(model, prompt, n, greedy=True, use_cache=use_cache)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        return sum("synchroniz" in str(w.message) for w in caught)
+
+    assert syncs(3) == syncs(30)  # 27 tokens a mais, nenhuma espera a mais

@@ -117,7 +117,7 @@ class TokenEmbedding(nn.Module):
         if ids.dtype not in (torch.long, torch.int32):
             ids = ids.long()  # ex.: uint8/int16: o nn.Embedding só aceita int32/int64
         if ids.numel() > 0:
-            largest, smallest = int(ids.max()), int(ids.min())
+            largest, smallest = torch.stack([ids.max(), ids.min()]).tolist()  # uma leitura só
             if largest >= self.vocab_size or smallest < 0:
                 raise ValueError(
                     f"ids fora do vocabulário: maior id={largest}, menor id={smallest}, "
@@ -126,9 +126,14 @@ class TokenEmbedding(nn.Module):
                 )
         return ids
 
-    def forward(self, ids: Tensor) -> Tensor:
-        """Ids ``(b, t)`` -> embeddings ``(b, t, d)``, vezes ``sqrt(d)`` se ``scale``."""
-        ids = self._check_ids(ids)
+    def forward(self, ids: Tensor, *, validate: bool = True) -> Tensor:
+        """Ids ``(b, t)`` -> embeddings ``(b, t, d)``, vezes ``sqrt(d)`` se ``scale``.
+
+        ``validate=False`` pula a conferência dos ids, que lê os valores (na GPU, a CPU
+        espera por ela): os modelos do ``tpt`` já conferiram os ids antes de chamar.
+        """
+        if validate:
+            ids = self._check_ids(ids)
         vectors = self.embedding(ids)  # (b, t, d): a linha E[id] de cada token
         if self.scale:
             vectors = vectors * math.sqrt(self.embed_dim)

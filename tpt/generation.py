@@ -30,6 +30,9 @@ from torch import Tensor, nn
 from tpt.model import GPT
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
+# Fora da CPU, `generate` confere se todas as linhas terminaram a cada tantos passos.
+_EOS_CHECK_EVERY = 16
+
 # ---------------------------------------------------------------------------------------
 # Validação dos argumentos (mensagens que dizem o valor recebido e o esperado)
 # ---------------------------------------------------------------------------------------
@@ -281,8 +284,13 @@ def _decode(
     finished = torch.zeros(out.size(0), dtype=torch.bool, device=out.device)  # (b,)
     if max_new_tokens == 0:
         return out
+    # Saber se TODAS as linhas terminaram exige ler `finished` (na GPU, a CPU espera a GPU).
+    # Na CPU lemos a cada passo; fora dela, a cada `_EOS_CHECK_EVERY` passos, e no fim
+    # cortamos as colunas que sobraram (só <pad>): a saída é a mesma.
+    check_every = 1 if _reads_each_step(out.device) else _EOS_CHECK_EVERY
     start = 0  # a janela de contexto é out[:, start:]
-    # Os tokens novos vêm do próprio modelo: o GPT não precisa conferi-los a cada passo.
+    # O prompt é conferido uma vez (no prefill abaixo); os tokens novos vêm do próprio
+    # modelo: o GPT não precisa conferi-los a cada passo.
     trusted = {"validate": False} if isinstance(model, GPT) else {}
     cache = model.new_cache() if use_cache else None
     # Prefill: o prompt inteiro de uma vez (causal), enchendo o cache.
@@ -293,17 +301,34 @@ def _decode(
             next_token = next_token.masked_fill(finished, PAD_ID)
             finished |= next_token == eos_id
         out = torch.cat([out, next_token[:, None]], dim=1)  # (b, t + 1)
-        if step == max_new_tokens - 1 or (eos_id is not None and bool(finished.all())):
+        if step == max_new_tokens - 1:
+            break
+        if eos_id is not None and (step + 1) % check_every == 0 and bool(finished.all()):
             break
         if out.size(1) - start > max_len:  # a janela não cabe mais: desliza
             start = out.size(1) - keep
             cache = model.new_cache() if use_cache else None
-            logits = model(out[:, start:], cache=cache)[:, -1, :]  # novo prefill
+            logits = model(out[:, start:], cache=cache, **trusted)[:, -1, :]  # novo prefill
         elif use_cache:
             logits = model(next_token[:, None], cache=cache, **trusted)[:, -1, :]  # só o novo
         else:
-            logits = model(out[:, start:])[:, -1, :]  # recalcula a janela inteira
+            logits = model(out[:, start:], **trusted)[:, -1, :]  # recalcula a janela inteira
+    if eos_id is not None and check_every > 1 and bool(finished.all()):
+        out = _drop_padding_columns(out, idx.size(1))
     return out
+
+
+def _reads_each_step(device: torch.device) -> bool:
+    """Na CPU, ler um tensor a cada passo é de graça; nos outros dispositivos, não."""
+    return device.type == "cpu"
+
+
+def _drop_padding_columns(out: Tensor, prompt_len: int) -> Tensor:
+    """Corta as colunas geradas do fim que só têm `<pad>` (depois que todas terminaram)."""
+    generated = out[:, prompt_len:]  # (b, n)
+    keep = (generated != PAD_ID).any(dim=0).nonzero()  # colunas com algum token de verdade
+    last = int(keep.max()) + 1 if keep.numel() else 0
+    return out[:, : prompt_len + last]
 
 
 def generate_text(

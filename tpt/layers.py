@@ -170,7 +170,8 @@ class EncoderLayer(nn.Module):
             need_weights=need_weights,
             cache=cache,
         )
-        self.attn_weights = weights if need_weights else None
+        if need_weights or self.attn_weights is not None:  # evita um __setattr__ por token
+            self.attn_weights = weights if need_weights else None
         return self.dropout1(out)
 
     def forward(

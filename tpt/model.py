@@ -284,7 +284,7 @@ def _check_ids(ids: object, name: str, vocab_size: int, max_len: int, offset: in
             f"{name} é longo demais: {where} posições, mas max_len={max_len}. "
             "Trunque a sequência ou crie o modelo com max_len maior."
         )
-    low, high = int(ids.min()), int(ids.max())
+    low, high = torch.stack([ids.min(), ids.max()]).tolist()  # uma leitura só (na GPU, uma espera)
     if low < 0 or high >= vocab_size:
         bad = low if low < 0 else high
         raise ValueError(
@@ -411,9 +411,12 @@ class Transformer(_ModelMixin, nn.Module):
         else:
             nn.init.normal_(self.lm_head.weight, std=self.config.embed_dim**-0.5)
 
-    def embed(self, ids: Tensor, offset: int = 0) -> Tensor:
-        """ids ``(b, t)`` -> embeddings multiplicados + posição ``(b, t, d)``."""
-        return self.positional(self.embedding(ids), offset=offset)  # (b, t, d)
+    def embed(self, ids: Tensor, offset: int = 0, *, validate: bool = True) -> Tensor:
+        """ids ``(b, t)`` -> embeddings multiplicados + posição ``(b, t, d)``.
+
+        ``encode``/``decode`` conferem os ids antes e chamam com ``validate=False``.
+        """
+        return self.positional(self.embedding(ids, validate=validate), offset=offset)
 
     def _default_padding(self, ids: Tensor, mask: Tensor | None) -> Tensor | None:
         if mask is not None:
@@ -429,7 +432,7 @@ class Transformer(_ModelMixin, nn.Module):
         c = self.config
         _check_ids(src, "src", c.vocab_size, c.max_len)
         mask = self._default_padding(src, src_key_padding_mask)
-        return self.encoder(self.embed(src), key_padding_mask=mask)
+        return self.encoder(self.embed(src, validate=False), key_padding_mask=mask)
 
     def decode(
         self,
@@ -462,7 +465,7 @@ class Transformer(_ModelMixin, nn.Module):
         if cache is None:
             tgt_key_padding_mask = self._default_padding(tgt, tgt_key_padding_mask)
         x = self.decoder(
-            self.embed(tgt, offset),
+            self.embed(tgt, offset, validate=False),
             memory,
             key_padding_mask=tgt_key_padding_mask,
             memory_key_padding_mask=memory_key_padding_mask,
@@ -488,7 +491,7 @@ class Transformer(_ModelMixin, nn.Module):
         c = self.config
         _check_ids(src, "src", c.vocab_size, c.max_len)
         src_mask = self._default_padding(src, src_key_padding_mask)
-        memory = self.encoder(self.embed(src), key_padding_mask=src_mask)
+        memory = self.encoder(self.embed(src, validate=False), key_padding_mask=src_mask)
         return self.decode(
             tgt,
             memory,
@@ -713,7 +716,7 @@ class GPT(_ModelMixin, nn.Module):
             offset = len(cache[0])
         if validate:
             _check_ids(idx, "idx", c.vocab_size, c.max_len, offset)
-        x = self.embedding(idx)  # (b, t, d)
+        x = self.embedding(idx, validate=False)  # (b, t, d); os ids já foram conferidos acima
         if self.positional is not None:
             x = self.positional(x, offset=offset)  # (b, t, d)
         x = self.dropout(x)
@@ -725,7 +728,8 @@ class GPT(_ModelMixin, nn.Module):
                 need_weights=need_weights,
                 cache=None if cache is None else cache[i],
             )
-        self.attn_weights = [lay.attn_weights for lay in self.layers] if need_weights else None
+        if need_weights or self.attn_weights is not None:  # nn.Module.__setattr__ custa caro
+            self.attn_weights = [lay.attn_weights for lay in self.layers] if need_weights else None
         if self.config.num_experts is not None:
             self.aux_loss = sum(layer.ffn.aux_loss for layer in self.layers)
         if self.norm is not None:

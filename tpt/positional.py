@@ -161,8 +161,8 @@ class LearnedPositionalEmbedding(nn.Module):
         """``x`` ``(b, t, d)`` -> ``x + E[offset:offset+t]`` ``(b, t, d)``."""
         t = _check_input(x, self.embed_dim, "LearnedPositionalEmbedding")
         _check_span(offset, t, self.max_len, "LearnedPositionalEmbedding")
-        positions = torch.arange(offset, offset + t, device=x.device)  # (t,)
-        return self.dropout(x + self.embedding(positions)[None, :, :])  # (b, t, d)
+        table = self.embedding.weight[offset : offset + t]  # (t, d): as linhas das posições
+        return self.dropout(x + table[None, :, :])  # (b, t, d)
 
 
 def _check_input(x: Tensor, embed_dim: int, where: str) -> int:
