@@ -592,4 +592,5 @@ def test_gpu_per_token_path_never_waits_for_the_gpu(use_cache):
                 torch.cuda.set_sync_debug_mode("default")
         return sum("synchroniz" in str(w.message) for w in caught)
 
-    assert syncs(3) == syncs(30)  # 27 tokens a mais, nenhuma espera a mais
+    syncs(3)  # a primeira chamada inclui esperas de inicialização, uma vez só
+    assert syncs(30) <= syncs(3)  # 27 tokens a mais, nenhuma espera a mais
