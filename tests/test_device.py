@@ -122,3 +122,10 @@ def test_seed_everything_rejects_bad_seeds():
     with pytest.raises(ValueError, match=r"seed=-1 fora do intervalo"):
         seed_everything(-1)
     seed_everything(np.int64(7))  # inteiros do numpy também servem
+
+
+def test_host_reads_are_free_only_on_the_cpu():
+    from tpt.device import host_reads_are_free
+
+    assert host_reads_are_free(torch.device("cpu"))
+    assert not host_reads_are_free(torch.device("meta"))  # como uma GPU: ler custa uma espera

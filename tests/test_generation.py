@@ -566,7 +566,7 @@ def test_eos_check_every_few_steps_gives_the_same_output(monkeypatch, use_cache)
         for eos in {int(free[0, 5]), int(free[1, 7]), int(free[0, 10])}:
             expected = generate(model, prompt, 12, greedy=True, eos_id=eos, use_cache=use_cache)
             with monkeypatch.context() as patch:
-                patch.setattr(generation, "_reads_each_step", lambda device: False)
+                patch.setattr(generation, "host_reads_are_free", lambda device: False)
                 patch.setattr(generation, "_EOS_CHECK_EVERY", 3)
                 got = generate(model, prompt, 12, greedy=True, eos_id=eos, use_cache=use_cache)
             assert torch.equal(got, expected), (seed, eos)
@@ -594,3 +594,21 @@ def test_gpu_per_token_path_never_waits_for_the_gpu(use_cache):
 
     syncs(3)  # a primeira chamada inclui esperas de inicialização, uma vez só
     assert syncs(30) <= syncs(3)  # 27 tokens a mais, nenhuma espera a mais
+
+
+@pytest.mark.parametrize("num_kv_heads", [None, 1])
+def test_kv_cache_bytes_equals_the_real_cache_tensors(num_kv_heads):
+    """A fórmula de tpt.kv_cache_bytes = soma dos nbytes dos tensores de um cache cheio."""
+    from tpt import kv_cache_bytes
+
+    config = GPTConfig(vocab_size=VOCAB, max_len=32, embed_dim=16, num_heads=4, num_layers=3,
+                       num_kv_heads=num_kv_heads)
+    model = GPT(config).eval()
+    cache = model.new_cache()
+    with torch.no_grad():
+        model(torch.randint(0, VOCAB, (2, 7)), cache=cache)
+    measured = sum(c.k.nbytes + c.v.nbytes for c in cache)
+    formula = kv_cache_bytes(3, num_kv_heads or 4, 4, 7, batch=2, bytes_per_value=4)
+    assert formula == measured
+    with pytest.raises(ValueError, match="tokens=-1 deve ser um inteiro >= 0"):
+        kv_cache_bytes(3, 4, 4, -1, bytes_per_value=4)

@@ -459,7 +459,7 @@ def test_losses_read_in_blocks_off_cpu_match_the_per_step_reading(monkeypatch):
                      eval_every=5)
 
     per_step = run()
-    monkeypatch.setattr(train_module, "_reads_loss_each_step", lambda device: False)
+    monkeypatch.setattr(train_module, "host_reads_are_free", lambda device: False)
     monkeypatch.setattr(train_module, "_LOSS_READ_EVERY", 4)
     in_blocks = run()
     for key in ("step", "train_loss", "lr", "eval_step", "val"):

@@ -18,7 +18,7 @@ módulo                   notebook
 ``tpt.model``            08_encoder_decoder, 09_geracao
 ``tpt.train``            08_encoder_decoder, 09_geracao
 ``tpt.generation``       09_geracao
-``tpt.kv_cache``         09_geracao (``KVCache``)
+``tpt.kv_cache``         09_geracao (``KVCache``, ``kv_cache_bytes``), 10_transformers_modernos
 ``tpt.data``             dados do curso (números por extenso, corpus)
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
@@ -48,7 +48,7 @@ from tpt.device import get_device, seed_everything
 from tpt.embedding import TokenEmbedding
 from tpt.feedforward import FeedForward
 from tpt.generation import beam_search, generate, generate_text, greedy_decode
-from tpt.kv_cache import KVCache
+from tpt.kv_cache import KVCache, kv_cache_bytes
 from tpt.layers import DecoderLayer, EncoderLayer
 from tpt.masks import causal_mask, merge_masks, padding_mask, sliding_window_mask
 from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
@@ -111,6 +111,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "MultiHeadAttention",
     "KVCache",
+    "kv_cache_bytes",
     "causal_mask",
     "sliding_window_mask",
     "padding_mask",

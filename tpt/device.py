@@ -169,3 +169,12 @@ def seed_everything(seed: int) -> None:
         np.random.seed(seed)
     torch.manual_seed(seed)  # semeia também todas as GPUs CUDA (se houver)
     torch.cuda.manual_seed_all(seed)  # explícito; é adiado até a CUDA ser usada
+
+
+def host_reads_are_free(device: torch.device) -> bool:
+    """Ler um tensor deste dispositivo no Python (``.item()``, ``bool(t)``) sai de graça?
+
+    Na CPU, sim. Numa GPU, a leitura faz a CPU esperar a GPU terminar tudo o que foi
+    enfileirado: ``tpt.train`` e ``tpt.generate`` então leem em blocos, não a cada passo.
+    """
+    return device.type == "cpu"

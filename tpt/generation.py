@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.device import host_reads_are_free
 from tpt.model import GPT
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
@@ -287,7 +288,7 @@ def _decode(
     # Saber se TODAS as linhas terminaram exige ler `finished` (na GPU, a CPU espera a GPU).
     # Na CPU lemos a cada passo; fora dela, a cada `_EOS_CHECK_EVERY` passos, e no fim
     # cortamos as colunas que sobraram (só <pad>): a saída é a mesma.
-    check_every = 1 if _reads_each_step(out.device) else _EOS_CHECK_EVERY
+    check_every = 1 if host_reads_are_free(out.device) else _EOS_CHECK_EVERY
     start = 0  # a janela de contexto é out[:, start:]
     # O prompt é conferido uma vez (no prefill abaixo); os tokens novos vêm do próprio
     # modelo: o GPT não precisa conferi-los a cada passo.
@@ -316,11 +317,6 @@ def _decode(
     if eos_id is not None and check_every > 1 and bool(finished.all()):
         out = _drop_padding_columns(out, idx.size(1))
     return out
-
-
-def _reads_each_step(device: torch.device) -> bool:
-    """Na CPU, ler um tensor a cada passo é de graça; nos outros dispositivos, não."""
-    return device.type == "cpu"
 
 
 def _drop_padding_columns(out: Tensor, prompt_len: int) -> Tensor:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["KVCache"]
+__all__ = ["KVCache", "kv_cache_bytes"]
 
 
 class KVCache:
@@ -23,7 +23,7 @@ class KVCache:
     * ``KVCache(static=True)``: preenchido **uma** vez e reutilizado. Serve para a atenção
       cruzada, em que K/V vêm da saída do encoder, que não muda durante a geração.
 
-    Memória: 2 x camadas x h_kv x d_h x tokens x b x bytes.
+    Memória: 2 x camadas x h_kv x d_h x tokens x b x bytes (``kv_cache_bytes``).
     """
 
     def __init__(self, static: bool = False) -> None:
@@ -61,3 +61,27 @@ class KVCache:
     def __repr__(self) -> str:
         shape = None if self.k is None else tuple(self.k.shape)
         return f"KVCache(static={self.static}, len={len(self)}, k={shape})"
+
+
+def kv_cache_bytes(
+    num_layers: int,
+    num_kv_heads: int,
+    head_dim: int,
+    tokens: int,
+    *,
+    batch: int = 1,
+    bytes_per_value: int,
+) -> int:
+    """Bytes que o cache de K/V ocupa: ``2 x camadas x h_kv x d_h x tokens x b x bytes``.
+
+    O 2 conta K e V; ``bytes_per_value`` é 4 em float32, 2 em float16/bfloat16. Com GQA
+    ou MQA, ``num_kv_heads`` é o número de cabeças de K/V (não o de consultas).
+    """
+    sizes = {
+        "num_layers": num_layers, "num_kv_heads": num_kv_heads, "head_dim": head_dim,
+        "tokens": tokens, "batch": batch, "bytes_per_value": bytes_per_value,
+    }
+    for name, value in sizes.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"kv_cache_bytes: {name}={value!r} deve ser um inteiro >= 0")
+    return 2 * num_layers * num_kv_heads * head_dim * tokens * batch * bytes_per_value

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from tpt.device import host_reads_are_free
 from tpt.distributed import is_main_process, unwrap
 from tpt.tokenizer import PAD_ID
 
@@ -40,9 +41,10 @@ from tpt.tokenizer import PAD_ID
 _LOSS_READ_EVERY = 50
 
 
-def _reads_loss_each_step(device: torch.device) -> bool:
-    """Na CPU, ler a loss a cada passo é de graça; nos outros dispositivos, não."""
-    return device.type == "cpu"
+def _nonfinite_loss(value: float, step: int, lr: float) -> FloatingPointError:
+    return FloatingPointError(
+        f"a loss virou {value} no passo {step}; tente uma lr menor (lr={lr}) ou confira os dados"
+    )
 
 CHECKPOINT_FORMAT = "tpt-checkpoint-v1"
 """Valor da chave "format" de todo checkpoint salvo por `save_checkpoint`."""
@@ -471,7 +473,7 @@ def train(
     # as losses ficam na GPU e são lidas em blocos de até `_LOSS_READ_EVERY` passos (e
     # antes de cada avaliação e no fim): uma loss não finita é apontada pelo seu passo,
     # mas só quando o bloco é lido.
-    check_each_step = _reads_loss_each_step(device)
+    check_each_step = host_reads_are_free(device)
     pending: list[Tensor] = []  # losses ainda não lidas (só fora da CPU)
 
     def read_losses() -> None:
@@ -482,10 +484,7 @@ def train(
         pending.clear()
         for i, value in enumerate(values):
             if not math.isfinite(value):
-                raise FloatingPointError(
-                    f"a loss virou {value} no passo {first + i}; tente uma lr menor "
-                    f"(lr={lr}) ou confira os dados"
-                )
+                raise _nonfinite_loss(value, first + i, lr)
         history["train_loss"].extend(values)
 
     start = time.perf_counter()
@@ -498,10 +497,7 @@ def train(
 
             loss = loss_fn(model, _to_device(batch, device))
             if check_each_step and not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"a loss virou {loss.item()} no passo {step}; tente uma lr menor "
-                    f"(lr={lr}) ou confira os dados"
-                )
+                raise _nonfinite_loss(loss.item(), step, lr)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if grad_clip:
