@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import tpt
-from tpt.numfmt import compare, fmt, fmt_bytes, to_brazilian
+from tpt.numfmt import compare, fmt, fmt_bytes, fmt_count, fmt_tolerance, to_brazilian
 
 
 @pytest.mark.parametrize(
@@ -64,8 +64,14 @@ def test_fmt_rejects_bad_decimals(decimals):
 
 @pytest.mark.parametrize(
     ("n", "expected"),
-    [(0, "0 bytes"), (512, "512 bytes"), (2048, "2,0 KiB"), (3 * 2**20, "3,0 MiB"),
-     (671088640, "640,0 MiB"), (int(1.5 * 2**30), "1,5 GiB")],
+    [
+        (0, "0 bytes"),
+        (512, "512 bytes"),
+        (2048, "2,0 KiB"),
+        (3 * 2**20, "3,0 MiB"),
+        (671088640, "640,0 MiB"),
+        (int(1.5 * 2**30), "1,5 GiB"),
+    ],
 )
 def test_fmt_bytes(n, expected):
     assert fmt_bytes(n) == expected
@@ -78,8 +84,15 @@ def test_fmt_bytes_rejects_negative():
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("0.5", "0,5"), ("12000", "12.000"), ("1234.25", "1.234,25"), ("−0.2", "−0,2"),
-     ("1e-07", "1e-07"), ("passo 1500: 0.25", "passo 1.500: 0,25"), ("", "")],
+    [
+        ("0.5", "0,5"),
+        ("12000", "12.000"),
+        ("1234.25", "1.234,25"),
+        ("−0.2", "−0,2"),
+        ("1e-07", "1e-07"),
+        ("passo 1500: 0.25", "passo 1.500: 0,25"),
+        ("", ""),
+    ],
 )
 def test_to_brazilian(text, expected):
     assert to_brazilian(text) == expected
@@ -91,7 +104,36 @@ def test_compare_reports_max_difference():
     result = compare(a, b)
     assert result.equal and bool(result)
     assert result.max_diff == pytest.approx(3e-7, rel=1e-2)
-    assert str(result) == "True (diferença máxima: 3,0e-07)"
+    assert str(result) == "True (diferença máxima ≤ 1e-06)"
+
+
+@pytest.mark.parametrize("diff", [0.0, 6e-8, 5.96e-7, 9.9e-7])
+def test_compare_prints_the_same_verdict_for_any_rounding(diff):
+    # Zero exato numa CPU e 6e-07 em outra: o mesmo veredito impresso (issue 16).
+    a = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    assert str(compare(a + diff, a)) == "True (diferença máxima ≤ 1e-06)"
+    assert str(compare(a + diff, a, atol=1e-5)) == "True (diferença máxima ≤ 1e-05)"
+
+
+def test_compare_exact_and_relative_tolerances():
+    ids = torch.tensor([3, 1, 4])
+    assert str(compare(ids, ids.clone(), atol=0)) == "True (diferença máxima: 0, exata)"
+    assert str(compare(ids, ids + 1, atol=0)) == "False (diferença máxima: 1,0e+00)"
+    result = compare(torch.tensor([100.0]), torch.tensor([100.001]), atol=1e-6, rtol=1e-4)
+    assert str(result) == "True (diferença máxima ≤ 1e-06 + 1e-04·|esperado|)"
+
+
+@pytest.mark.parametrize(
+    ("tol", "text"),
+    [(1e-6, "1e-06"), (5e-4, "5e-04"), (2.5e-5, "2,5e-05"), (0, "0"), (1.0, "1e+00")],
+)
+def test_fmt_tolerance(tol, text):
+    assert fmt_tolerance(tol) == text
+
+
+def test_fmt_tolerance_refuses_negative():
+    with pytest.raises(ValueError, match="fmt_tolerance"):
+        fmt_tolerance(-1e-6)
 
 
 def test_compare_false_and_tolerance():
@@ -126,3 +168,16 @@ def test_brazilian_axes_formats_ticks():
     assert any("," in x for x in xs) and not any("." in x for x in xs)
     assert any("." in y for y in ys) and not any("," in y for y in ys)
     plt.close(fig)
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(0, "0 reprovados"), (1, "1 reprovado"), (2, "2 reprovados"), (1534, "1.534 reprovados")],
+)
+def test_fmt_count_agrees_in_number(n, text):
+    assert fmt_count(n, "reprovado", "reprovados") == text
+
+
+def test_fmt_count_refuses_fractions():
+    with pytest.raises(TypeError, match="fmt_count"):
+        fmt_count(1.5, "passo", "passos")

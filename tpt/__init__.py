@@ -54,7 +54,7 @@ from tpt.masks import causal_mask, merge_masks, padding_mask, sliding_window_mas
 from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
 from tpt.moe import MoEFeedForward, load_balancing_loss
 from tpt.norms import LayerNorm, RMSNorm
-from tpt.numfmt import compare, fmt, fmt_bytes
+from tpt.numfmt import compare, fmt, fmt_bytes, fmt_count, fmt_tolerance
 from tpt.positional import (
     LearnedPositionalEmbedding,
     RotaryEmbedding,
@@ -94,6 +94,8 @@ __all__ = [
     # números em pt-BR e conferências de igualdade
     "fmt",
     "fmt_bytes",
+    "fmt_count",
+    "fmt_tolerance",
     "compare",
     # dispositivo
     "get_device",

@@ -24,13 +24,25 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import torch
+try:  # os scripts de manutenção usam fmt num Python sem torch (scripts/test_compat.py)
+    import torch
+except ImportError:  # pragma: no cover - o pacote tpt sempre tem torch
+    torch = None
 
-__all__ = ["fmt", "fmt_bytes", "compare", "Comparison", "to_brazilian"]
+__all__ = [
+    "fmt",
+    "fmt_bytes",
+    "fmt_count",
+    "fmt_tolerance",
+    "compare",
+    "Comparison",
+    "to_brazilian",
+]
+
 
 def _as_number(value: Any) -> int | float:
     """Aceita int, float, numpy e tensores de um elemento; recusa o resto com clareza."""
-    if isinstance(value, torch.Tensor):
+    if torch is not None and isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise ValueError(
                 f"fmt recebeu um tensor de forma {tuple(value.shape)}; esperava um número "
@@ -114,6 +126,17 @@ def fmt(
     return text + suffix
 
 
+def fmt_count(count: Any, singular: str, plural: str) -> str:
+    """Uma contagem com a palavra no número certo: ``1 aprovado``, ``1.534 aprovados``.
+
+    Em português, só 1 (e -1) pede o singular; zero vai no plural (``0 reprovados``).
+    """
+    n = _as_number(count)
+    if not isinstance(n, int):
+        raise TypeError(f"fmt_count recebeu {count!r}; esperava um número inteiro")
+    return f"{fmt(n)} {singular if abs(n) == 1 else plural}"
+
+
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB")
 
 
@@ -132,22 +155,60 @@ def fmt_bytes(num_bytes: Any, decimals: int = 1) -> str:
     return f"{fmt(value, decimals)} {_UNITS[unit]}"
 
 
+def fmt_tolerance(tol: float) -> str:
+    """Uma tolerância como se escreve à mão: ``1e-06``, ``5e-04``, ``2,5e-05``.
+
+    Sem o ",0" de ``fmt(..., sci=True)``: potências de dez ficam como no código.
+    """
+    value = float(_as_number(tol))
+    if value < 0 or not math.isfinite(value):
+        raise ValueError(f"fmt_tolerance recebeu {tol!r}; esperava um número finito >= 0")
+    if value == 0:
+        return "0"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    if mantissa.endswith(".0"):
+        mantissa = mantissa[:-2]
+    return f"{mantissa.replace('.', ',')}e{exponent}"
+
+
 @dataclass(frozen=True)
 class Comparison:
-    """Resultado de ``compare``: ``equal`` e a maior diferença absoluta ``max_diff``.
+    """Resultado de ``compare``: ``equal``, a maior diferença absoluta ``max_diff`` e as
+    tolerâncias usadas.
 
-    ``print(comparison)`` mostra ``True (diferença máxima: 2,4e-07)``; em um ``if`` ou
-    ``assert`` vale como ``equal``.
+    ``print(comparison)`` mostra um **veredito** que vale em qualquer CPU:
+
+    - ``True (diferença máxima ≤ 1e-06)``: igual dentro da tolerância ``atol``. Não
+      imprimimos o valor exato (``0,0e+00`` numa CPU, ``6,0e-08`` em outra): ele é
+      arredondamento e muda com as instruções da CPU e a versão do PyTorch;
+    - ``True (diferença máxima: 0, exata)``: com ``atol=0`` e ``rtol=0``, igualdade
+      exata (índices, cópias, consultas a uma tabela);
+    - ``False (diferença máxima: 2,8e+00)``: diferente; aí o tamanho do erro é a
+      informação, e ele é grande demais para depender da CPU.
+
+    O valor medido continua em ``max_diff``; num ``if`` ou ``assert`` o objeto vale
+    como ``equal``.
     """
 
     equal: bool
     max_diff: float
+    atol: float = 0.0
+    rtol: float = 0.0
 
     def __bool__(self) -> bool:
         return self.equal
 
     def __str__(self) -> str:
-        return f"{self.equal} (diferença máxima: {fmt(self.max_diff, sci=True)})"
+        if not self.equal:
+            return f"False (diferença máxima: {fmt(self.max_diff, sci=True)})"
+        if self.atol == 0 and self.rtol == 0:
+            return "True (diferença máxima: 0, exata)"
+        if self.rtol == 0:
+            return f"True (diferença máxima ≤ {fmt_tolerance(self.atol)})"
+        return (
+            f"True (diferença máxima ≤ {fmt_tolerance(self.atol)} + "
+            f"{fmt_tolerance(self.rtol)}·|esperado|)"
+        )
 
 
 def compare(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 0.0) -> Comparison:
@@ -155,7 +216,8 @@ def compare(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 0.0
 
     As formas precisam ser iguais (sem broadcasting: uma forma errada é um erro, não
     uma igualdade). Tensores em dispositivos ou tipos diferentes são comparados em
-    float64 na CPU.
+    float64 na CPU. Impresso, o resultado é um veredito contra a tolerância (veja
+    ``Comparison``), que não muda de uma CPU para outra.
     """
     a = torch.as_tensor(actual).detach()
     b = torch.as_tensor(expected).detach()
@@ -167,9 +229,9 @@ def compare(actual: Any, expected: Any, *, atol: float = 1e-6, rtol: float = 0.0
     a = a.to("cpu", torch.float64)
     b = b.to("cpu", torch.float64)
     if a.numel() == 0:
-        return Comparison(True, 0.0)
+        return Comparison(True, 0.0, atol, rtol)
     both_nan = torch.isnan(a) & torch.isnan(b)
     diff = (a - b).abs().masked_fill(both_nan, 0.0)
     max_diff = float(diff.max())
     equal = bool(torch.allclose(a, b, atol=atol, rtol=rtol, equal_nan=True))
-    return Comparison(equal, max_diff)
+    return Comparison(equal, max_diff, atol, rtol)
