@@ -1,6 +1,7 @@
 # Transformers do zero — os comandos do curso.
 #   make notebooks   executa todos os notebooks em ordem (papermill), regravando as saídas
 #   make test        testes do pacote tpt (pytest) + notebooks (nbval)
+#   make test-kernels os notebooks (nbval) com outros núcleos de CPU do PyTorch
 #   make test-compat os mesmos testes no Python/torch do Colab, nos pisos e no torch mais novo
 #   make lab         abre o JupyterLab
 #   make bench       benchmarks contra as implementações do PyTorch
@@ -34,7 +35,7 @@ ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 XDIST ?= -n 2 --dist loadscope
 
-.PHONY: venv test test-tpt test-notebooks test-compat notebooks lab bench lint spellcheck clean constraints fork
+.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork
 
 venv: $(STAMP)
 
@@ -54,6 +55,12 @@ test-tpt: $(STAMP)
 # make test-notebooks NB=06_mascaras.ipynb confere um notebook só.
 test-notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
+
+# As saídas guardadas valem em qualquer CPU: o nbval de novo, com as rotinas genéricas do
+# PyTorch, da MKL e da oneDNN (e com AVX2, onde a máquina tem AVX-512). Ver
+# scripts/test_kernels.py.
+test-kernels: $(STAMP)
+	$(ISOLATED_ENV) $(PY) scripts/test_kernels.py -- $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
 
 # Compatibilidade: os mesmos testes em outras versões de Python e torch (Colab, pisos do
 # requirements.txt, torch mais novo), cada uma num ambiente próprio em .cache/compat/

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import papermill
+from traitlets.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from notebook_tools import NOTEBOOKS, ROOT, course_notebooks, normalize, read, write  # noqa: E402
@@ -30,6 +32,19 @@ def _value(text: str):
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return text
+
+
+def kernel_config() -> Config:
+    """Kernels ligados por sockets de arquivo (IPC), não por portas TCP.
+
+    Com TCP, o ipykernel avisa a cada notebook que a conexão não é criptografada ("Kernel
+    is running over TCP without encryption…"). É verdade, mas aqui kernel e papermill
+    estão na mesma máquina: com IPC nada passa pela rede e o aviso não existe. O Windows
+    não tem sockets de arquivo; lá fica o TCP (e o aviso).
+    """
+    if os.name != "posix":
+        return Config()
+    return Config({"KernelManager": {"transport": "ipc"}})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                     cwd=str(NOTEBOOKS),
                     progress_bar=False,
                     coalesce_streams=True,
+                    config=kernel_config(),
                 )
             except Exception as exc:  # o papermill grava o notebook com o erro
                 failures.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,70 @@
+"""Os scripts que executam e conferem os notebooks: kernels sem aviso de TCP e a escolha
+dos núcleos de CPU de `make test-kernels` (issue 16)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_notebooks  # noqa: E402
+import test_kernels  # noqa: E402
+
+
+@pytest.mark.skipif(os.name != "posix", reason="sockets de arquivo (IPC) só existem em POSIX")
+def test_notebooks_run_without_the_tcp_warning(tmp_path):
+    # Com TCP, o ipykernel avisa "Kernel is running over TCP without encryption…" a
+    # cada notebook de `make notebooks`; com IPC, o aviso não existe (e nada vai à rede).
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import sys\nprint('olá', file=sys.stderr)")]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    source = tmp_path / "mini.ipynb"
+    nbformat.write(nb, source)
+    runner = (
+        "import sys, papermill\n"
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "from run_notebooks import kernel_config\n"
+        f"papermill.execute_notebook({str(source)!r}, {str(tmp_path / 'out.ipynb')!r},"
+        " kernel_name='python3', progress_bar=False, config=kernel_config())\n"
+    )
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    result = subprocess.run(
+        [sys.executable, "-c", runner], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "without encryption" not in result.stderr
+    assert "olá" in "".join(nbformat.read(tmp_path / "out.ipynb", 4).cells[0].outputs[0].text)
+    assert run_notebooks.kernel_config().KernelManager.transport == "ipc"
+
+
+@pytest.mark.parametrize(
+    ("native", "expected"),
+    [
+        ("AVX512", ["genérico", "avx2"]),
+        ("AVX2", ["genérico"]),
+        ("DEFAULT", ["genérico"]),
+        ("SVE256", ["genérico"]),
+    ],
+)
+def test_kernel_sets_always_include_another_set_than_the_native_one(native, expected):
+    assert test_kernels.kernel_sets(native) == expected
+
+
+def test_the_generic_set_really_changes_the_kernels_pytorch_uses():
+    env = {**os.environ, **test_kernels.KERNEL_SETS["genérico"]}
+    assert test_kernels.capability(env) == "DEFAULT"
+
+
+def test_unknown_kernel_set_is_refused(capsys):
+    assert test_kernels.main(["--sets", "avx9000", "--", "-q"]) == 2
+    assert "avx9000" in capsys.readouterr().err
