@@ -36,6 +36,7 @@ import argparse
 import datetime as dt
 import glob
 import hashlib
+import importlib.util
 import json
 import os
 import re
@@ -309,10 +310,23 @@ def _fmt_seconds(seconds: float) -> str:
     return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
 
 
+def _numfmt():
+    """tpt/numfmt.py carregado pelo caminho: este script roda num Python sem torch."""
+    spec = importlib.util.spec_from_file_location("_tpt_numfmt", ROOT / "tpt" / "numfmt.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # o @dataclass do módulo procura o módulo aqui
+    spec.loader.exec_module(module)
+    return module
+
+
+fmt_count = _numfmt().fmt_count
+
+
 def table_row(combo: Combo, info: dict[str, str], result: dict) -> str:
-    verdict = f"{result['passed']} aprovados, {result['failed']} reprovados"
+    verdict = (f"{fmt_count(result['passed'], 'aprovado', 'aprovados')}, "
+               f"{fmt_count(result['failed'], 'reprovado', 'reprovados')}")
     if result["skipped"]:
-        verdict += f", {result['skipped']} pulados"
+        verdict += f", {fmt_count(result['skipped'], 'pulado', 'pulados')}"
     verdict = ("✅ " if result["ok"] else "❌ ") + verdict
     cells = [
         f"{combo.name} ({combo.description})",

@@ -70,7 +70,7 @@ def test_rows_are_merged_by_combination_and_copied_into_the_readme(tmp_path, mon
     rows["colab"] = _row("colab", "2.11.0", ok=False)
     table = test_compat.write_results(rows, order, "hoje")
     assert [line.split(" ")[1] for line in table.splitlines()[2:]] == ["colab", "piso"]
-    assert "❌ 10 aprovados, 2 reprovados, 1 pulados" in table
+    assert "❌ 10 aprovados, 2 reprovados, 1 pulado" in table
     assert "1 min 15 s" in table
     text = readme.read_text(encoding="utf-8")
     assert "velha" not in text and table in text
