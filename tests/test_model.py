@@ -446,3 +446,32 @@ def test_gpt_validation():
         GPTConfig(vocab_size=10, num_kv_heads=3)
     with pytest.raises(TypeError, match="esperava um GPTConfig"):
         GPT(TransformerConfig(vocab_size=10))  # type: ignore[arg-type]
+
+
+def test_gpt_head_scale_starts_at_ln_v():
+    """Sem treino, ``head_scale=True`` dá perda perto de ln V; o padrão começa muito acima.
+
+    No padrão (pesos amarrados, embedding vezes sqrt(d)) o logit do próprio token fica perto
+    de sqrt(d); com ``head_scale`` o vetor final é multiplicado por d^-1/2 antes da lm_head.
+    """
+    vocab, d = 90, 128
+    idx = torch.randint(0, vocab, (8, 33), generator=torch.Generator().manual_seed(0))
+    losses, own_logits = {}, {}
+    for head_scale in (False, True):
+        torch.manual_seed(0)
+        config = GPTConfig(
+            vocab_size=vocab, max_len=32, embed_dim=d, num_layers=2, head_scale=head_scale
+        )
+        model = GPT(config).eval()
+        with torch.no_grad():
+            logits = model(idx[:, :-1])  # (8, 32, V)
+        losses[head_scale] = nn.functional.cross_entropy(logits.flatten(0, 1), idx[:, 1:].flatten())
+        own_logits[head_scale] = logits.gather(-1, idx[:, :-1, None]).mean()
+    ln_v = torch.log(torch.tensor(float(vocab)))
+    assert abs(losses[True] - ln_v) < 0.1
+    assert losses[False] > ln_v + 3  # o padrão continua igual: confiante no token atual
+    assert abs(own_logits[False] - d**0.5) < 0.2 * d**0.5
+    assert abs(own_logits[True] - 1.0) < 0.2
+    assert dataclasses.asdict(GPTConfig(vocab_size=10))["head_scale"] is False
+    with pytest.raises(ValueError, match="head_scale=1 deve ser True ou False"):
+        GPTConfig(vocab_size=10, head_scale=1)  # type: ignore[arg-type]

@@ -563,6 +563,14 @@ class GPTConfig:
     FFN de cada bloco por uma ``MoEFeedForward`` com ``num_experts`` especialistas de
     largura ``ff_dim``, ``moe_top_k`` por token e perda de balanceamento de peso
     ``moe_aux_weight`` (``lm_loss`` a soma durante o treino).
+
+    ``head_scale`` (padrão ``False``): multiplica o vetor final ``(b, t, d)`` por
+    ``d^-1/2`` antes da ``lm_head``, como o T5 faz com os pesos amarrados. No padrão, o
+    embedding entra multiplicado por ``sqrt(d)`` e a ``lm_head`` usa a mesma matriz: o
+    modelo sem treino dá ao token atual um logit de cerca de ``sqrt(d)`` e a perda
+    inicial fica muito acima de ``ln V``. Com ``head_scale=True`` os logits começam de
+    ordem 1 e a perda inicial fica perto de ``ln V`` (ver notebooks/09_geracao.ipynb,
+    que compara as duas escolhas depois do treino).
     """
 
     vocab_size: int
@@ -584,10 +592,13 @@ class GPTConfig:
     num_experts: int | None = None
     moe_top_k: int = 2
     moe_aux_weight: float = 0.01
+    head_scale: bool = False
 
     def __post_init__(self) -> None:
         _check_common_config(self)
         _positive_int("num_layers", self.num_layers)
+        if not isinstance(self.head_scale, bool):
+            raise ValueError(f"head_scale={self.head_scale!r} deve ser True ou False")
         if self.num_experts is not None:
             _positive_int("num_experts", self.num_experts)
             _positive_int("moe_top_k", self.moe_top_k)
@@ -628,7 +639,8 @@ class GPT(_ModelMixin, nn.Module):
     ``embedding`` (``TokenEmbedding``, escala ``sqrt(d)``) -> ``positional`` (aprendida
     ou senoidal; ``None`` com RoPE/ALiBi, que agem dentro da atenção) -> ``dropout`` ->
     ``layers`` (``EncoderLayer`` chamadas com ``is_causal=True``) -> ``norm`` (só na
-    pré-normalização) -> ``lm_head`` (amarrada aos embeddings com ``tie_weights``).
+    pré-normalização) -> (``* d^-1/2`` com ``head_scale``) -> ``lm_head`` (amarrada aos
+    embeddings com ``tie_weights``).
 
     Atributo ``attn_weights``: lista por camada dos pesos ``(b, h, t, s)`` depois de
     ``need_weights=True``.
@@ -734,6 +746,8 @@ class GPT(_ModelMixin, nn.Module):
             self.aux_loss = sum(layer.ffn.aux_loss for layer in self.layers)
         if self.norm is not None:
             x = self.norm(x)
+        if c.head_scale:
+            x = x * c.embed_dim**-0.5  # (b, t, d): logits de ordem 1 no início do treino
         return self.lm_head(x)  # (b, t, V)
 
     def new_cache(self) -> list[KVCache]:
