@@ -230,7 +230,9 @@ def lr_schedule(
     return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
-def inverse_sqrt_schedule(step: int, *, d_model: int, warmup_steps: int, scale: float = 1.0) -> float:
+def inverse_sqrt_schedule(
+    step: int, *, d_model: int, warmup_steps: int, scale: float = 1.0
+) -> float:
     """Taxa de aprendizado do artigo original (Vaswani et al., 2017, seção 5.3).
 
     lr = scale * d_model^(-1/2) * min(n^(-1/2), n * warmup_steps^(-3/2)), com n = step + 1
