@@ -17,6 +17,7 @@ from tpt.train import (
     CHECKPOINT_FORMAT,
     _progress_enabled,
     evaluate_loss,
+    inverse_sqrt_schedule,
     lm_batches,
     lm_loss,
     load_checkpoint,
@@ -166,6 +167,69 @@ def test_lr_schedule_bad_arguments(kwargs, match):
     step = args.pop("step")
     with pytest.raises(ValueError, match=match):
         lr_schedule(step, **args)
+
+
+def test_inverse_sqrt_schedule_is_the_papers_formula():
+    """Vaswani et al. (2017), seção 5.3: d^-0,5 * min(n^-0,5, n * w^-1,5), n a partir de 1."""
+    kw = dict(d_model=512, warmup_steps=4000)
+    for step in (0, 1, 99, 3998, 3999, 4000, 10_000, 100_000):
+        n = step + 1
+        expected = 512**-0.5 * min(n**-0.5, n * 4000**-1.5)
+        assert inverse_sqrt_schedule(step, **kw) == pytest.approx(expected)
+    peak = inverse_sqrt_schedule(3999, **kw)  # n = 4000: fim do aquecimento
+    assert peak == pytest.approx((512 * 4000) ** -0.5)  # ~7e-4, o pico do artigo
+    assert inverse_sqrt_schedule(1999, **kw) == pytest.approx(peak / 2)  # linear antes
+    assert inverse_sqrt_schedule(15_999, **kw) == pytest.approx(peak / 2)  # 1/raiz depois
+    values = [inverse_sqrt_schedule(s, **kw) for s in range(8000)]
+    assert max(values) == pytest.approx(peak)
+    assert inverse_sqrt_schedule(0, scale=2.0, **kw) == pytest.approx(
+        2 * inverse_sqrt_schedule(0, **kw))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"step": -1}, "step=-1"),
+        ({"d_model": 0}, "d_model=0"),
+        ({"warmup_steps": 0}, "warmup_steps=0"),
+        ({"scale": 0.0}, "scale=0.0 deve ser > 0"),
+    ],
+)
+def test_inverse_sqrt_schedule_bad_arguments(kwargs, match):
+    args = dict(step=0, d_model=64, warmup_steps=10)
+    args.update(kwargs)
+    step = args.pop("step")
+    with pytest.raises(ValueError, match=match):
+        inverse_sqrt_schedule(step, **args)
+
+
+def test_train_with_lr_fn_uses_it_at_every_step():
+    model = tiny_gpt()
+    ids = torch.randint(0, 20, (200,), generator=torch.Generator().manual_seed(0))
+
+    def schedule(step):
+        return inverse_sqrt_schedule(step, d_model=32, warmup_steps=4)
+
+    history = train(model, lm_batches(ids, 8, 4), loss_fn=lm_loss, max_steps=12, lr_fn=schedule,
+                    progress=False)
+    seen = history["lr"]
+    assert seen == pytest.approx([schedule(s) for s in range(12)])
+    # A mesma agenda com o LambdaLR do PyTorch (fator sobre lr=1) dá as mesmas taxas.
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.SGD([param], lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    torch_lrs = []
+    for _ in range(12):
+        torch_lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    assert seen == pytest.approx(torch_lrs)
+    with pytest.raises(TypeError, match="lr_fn deve ser uma função"):
+        train(model, lm_batches(ids, 8, 4), loss_fn=lm_loss, max_steps=1, lr_fn=0.1,
+              progress=False)
+    with pytest.raises(ValueError, match=r"lr_fn\(0\) devolveu 0.0"):
+        train(model, lm_batches(ids, 8, 4), loss_fn=lm_loss, max_steps=1, lr_fn=lambda s: 0.0,
+              progress=False)
 
 
 # ---------------------------------------------------------------------------------------

@@ -76,6 +76,7 @@ from tpt.tokenizer import (
 )
 from tpt.train import (
     evaluate_loss,
+    inverse_sqrt_schedule,
     lm_batches,
     lm_loss,
     load_checkpoint,
@@ -158,6 +159,7 @@ __all__ = [
     "lm_loss",
     "lm_batches",
     "lr_schedule",
+    "inverse_sqrt_schedule",
     "save_checkpoint",
     "load_checkpoint",
     "generate",

@@ -230,6 +230,35 @@ def lr_schedule(
     return min_lr + (base_lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * progress))
 
 
+def inverse_sqrt_schedule(
+    step: int, *, d_model: int, warmup_steps: int, scale: float = 1.0
+) -> float:
+    """Taxa de aprendizado do artigo original (Vaswani et al., 2017, seção 5.3).
+
+    lr = scale * d_model^(-1/2) * min(n^(-1/2), n * warmup_steps^(-3/2)), com n = step + 1
+    (o artigo conta os passos a partir de 1; aqui, como em `lr_schedule`, a partir de 0).
+
+    - Aquecimento linear até n = warmup_steps, onde a lr atinge o pico
+      scale * (d_model * warmup_steps)^(-1/2).
+    - Depois, decai com o inverso da raiz do passo, sem nunca chegar a zero: não há um
+      passo final, a agenda não depende de quantos passos o treino vai ter.
+
+    O artigo usa warmup_steps = 4000 e d_model = 512 (pico de ~7e-4). Função pura, como
+    `lr_schedule`: passe `lambda step: inverse_sqrt_schedule(step, ...)` como `lr_fn` de
+    `train`.
+    """
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step={step!r} deve ser um inteiro >= 0")
+    if isinstance(d_model, bool) or not isinstance(d_model, int) or d_model < 1:
+        raise ValueError(f"d_model={d_model!r} deve ser um inteiro >= 1")
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 1:
+        raise ValueError(f"warmup_steps={warmup_steps!r} deve ser um inteiro >= 1")
+    if not scale > 0:
+        raise ValueError(f"scale={scale} deve ser > 0")
+    n = step + 1
+    return scale * d_model**-0.5 * min(n**-0.5, n * warmup_steps**-1.5)
+
+
 # ---------------------------------------------------------------------------------------
 # Otimizador
 # ---------------------------------------------------------------------------------------
@@ -379,6 +408,7 @@ def train(
     device: torch.device | str | None = None,
     progress: bool = True,
     seed: int = 0,
+    lr_fn: Callable[[int], float] | None = None,
 ) -> dict[str, list[float]]:
     """Treina `model` com AdamW e devolve o histórico (para desenhar as curvas).
 
@@ -395,6 +425,9 @@ def train(
       cosseno até `min_lr` em `max_steps`. Sem `max_steps` (só tempo), fica constante em
       `lr` depois do aquecimento. Se `warmup_steps > max_steps`, o aquecimento é
       encurtado para `max_steps`.
+    - `lr_fn(step) -> lr`: outra agenda, que substitui a de cima (`lr`, `warmup_steps` e
+      `min_lr` deixam de valer), por exemplo a do artigo original,
+      `lambda step: inverse_sqrt_schedule(step, d_model=d, warmup_steps=w)`.
     - `grad_clip`: norma máxima do gradiente (None ou 0 desliga).
     - `eval_fn(model) -> {"nome": valor}`: chamada a cada `eval_every` passos e no fim,
       com o modelo em modo eval e sem gradientes (ex.: `evaluate_loss` na validação).
@@ -421,6 +454,8 @@ def train(
         raise ValueError(f"eval_every={eval_every!r} deve ser um inteiro >= 1")
     if grad_clip is not None and grad_clip < 0:
         raise ValueError(f"grad_clip={grad_clip} deve ser > 0 (ou None para não cortar)")
+    if lr_fn is not None and not callable(lr_fn):
+        raise TypeError(f"lr_fn deve ser uma função step -> lr (ou None); recebi {lr_fn!r}")
     if not callable(loss_fn):
         raise TypeError(f"loss_fn deve ser uma função (model, batch) -> loss; recebi {loss_fn!r}")
 
@@ -433,6 +468,11 @@ def train(
         warmup_steps = min(warmup_steps, max_steps)
 
     def lr_at(step: int) -> float:
+        if lr_fn is not None:
+            value = lr_fn(step)
+            if not value > 0:
+                raise ValueError(f"lr_fn({step}) devolveu {value}; a taxa deve ser > 0")
+            return value
         if max_steps is not None:
             return lr_schedule(
                 step, warmup_steps=warmup_steps, total_steps=max_steps, base_lr=lr,
