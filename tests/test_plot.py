@@ -112,6 +112,20 @@ def test_plot_attention_heads_accepts_a_list_of_layers():
         plot_attention_heads(_softmax_weights(5, 5), TOKENS)
 
 
+def test_attention_maps_share_a_fixed_color_scale():
+    """vmin/vmax fixos: um mapa de uma cabeça e uma grade de duas na mesma escala 0–1."""
+    one = plot_attention(_softmax_weights(5, 5), TOKENS, vmin=0.0, vmax=1.0)
+    grid = plot_attention_heads(_softmax_weights(2, 5, 5), TOKENS, vmin=0.0, vmax=1.0)
+    images = [image for fig in (one, grid) for ax in fig.axes for image in ax.get_images()]
+    assert len(images) == 3
+    limits = {image.get_clim() for image in images}
+    assert limits == {(0.0, 1.0)}
+    # sem vmin/vmax, a escala continua a dos próprios pesos
+    weights = _softmax_weights(5, 5)
+    (image,) = plot_attention(weights, TOKENS).axes[0].get_images()
+    np.testing.assert_allclose(image.get_clim(), (weights.min(), weights.max()), rtol=1e-6)
+
+
 def test_plot_positional_encoding_is_diverging_and_symmetric():
     positions = torch.arange(20.0)[:, None]
     pe = torch.sin(positions / torch.tensor([1.0, 3.0, 10.0, 30.0]))  # (t=20, d=4)

@@ -229,6 +229,8 @@ def plot_attention(
     ax: Axes | None = None,
     cmap: str = "viridis",
     annotate: bool = False,
+    vmin: float | None = None,
+    vmax: float | None = None,
 ) -> Figure:
     """Mapa de calor dos pesos de atenção ``(t, s)``: linha i = consulta i.
 
@@ -245,6 +247,9 @@ def plot_attention(
         ax: eixo onde desenhar (opcional).
         cmap: mapa de cores.
         annotate: escreve o peso em cada célula.
+        vmin, vmax: limites da escala de cores (padrão: mínimo e máximo dos pesos). Para
+            comparar mapas de modelos diferentes, fixe ``vmin=0, vmax=1`` em todos: a mesma
+            cor passa a ser o mesmo peso.
     """
     data = _squeeze_leading(
         _to_numpy(weights, "weights"),
@@ -262,6 +267,8 @@ def plot_attention(
         xticklabels=x_labels,
         yticklabels=y_labels,
         cmap=cmap,
+        vmin=vmin,
+        vmax=vmax,
         colorbar_label="peso",
         annotate=annotate,
         ax=ax,
@@ -298,6 +305,8 @@ def plot_attention_heads(
     *,
     title: str | None = None,
     cmap: str = "viridis",
+    vmin: float | None = None,
+    vmax: float | None = None,
 ) -> Figure:
     """Grade de mapas de atenção: linhas = camadas, colunas = cabeças, UMA barra de cores.
 
@@ -309,6 +318,9 @@ def plot_attention_heads(
         query_labels: ``t`` rótulos; key_labels: ``s`` rótulos (padrão: os das
             consultas, se ``s == t``).
         title: título geral (opcional).
+        vmin, vmax: limites da escala de cores comum (padrão: de ``min(0, menor peso)`` ao
+            maior peso). ``vmin=0, vmax=1`` deixa a grade na mesma escala de um
+            :func:`plot_attention` de outro modelo desenhado com os mesmos limites.
     """
     if isinstance(weights, (list, tuple)):
         if not weights:
@@ -347,7 +359,10 @@ def plot_attention_heads(
     )
     finite = data[np.isfinite(data)]
     low = float(finite.min()) if finite.size else 0.0
-    norm = Normalize(vmin=min(0.0, low), vmax=float(finite.max()) if finite.size else 1.0)
+    norm = Normalize(
+        vmin=min(0.0, low) if vmin is None else vmin,
+        vmax=(float(finite.max()) if finite.size else 1.0) if vmax is None else vmax,
+    )
     image = None
     for layer in range(num_layers):
         for head in range(num_heads):
