@@ -63,6 +63,10 @@ mathjax2_config = {
         "preferredFont": None,
         "webFont": "STIX-Web",
         "imageFont": None,
+        # Escala fixa: sem isso o MathJax aumenta cada fórmula (até 130 %) para igualar a
+        # altura do x do texto em volta, e as fórmulas em linha ficam grandes demais.
+        "matchFontHeight": False,
+        "scale": 115,
         "linebreaks": {"automatic": True},
     },
     "messageStyle": "none",
