@@ -25,6 +25,9 @@ copyright = "Equipe do curso Transformers do zero (licença MIT)"
 release = VERSION
 language = "pt_BR"
 html_search_language = "pt"
+# Traduções dos textos dos temas que faltam em pt_BR (site/locale/; o Sphinx compila os
+# .po em .mo sozinho).
+locale_dirs = [str(HERE / "locale")]
 
 extensions = ["myst_nb"]
 # As saídas são as que `make notebooks` gravou: nada é executado aqui.
@@ -85,3 +88,8 @@ html_theme_options = {
     "launch_buttons": {"colab_url": "https://colab.research.google.com"},
     "navigation_with_keys": False,
 }
+
+
+def setup(app):
+    # Os botões do sphinx-book-theme usam o catálogo "booktheme": o nosso completa o dele.
+    app.add_message_catalog("booktheme", str(HERE / "locale"))
