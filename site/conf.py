@@ -25,9 +25,24 @@ copyright = "Equipe do curso Transformers do zero (licença MIT)"
 release = VERSION
 language = "pt_BR"
 html_search_language = "pt"
-# Traduções dos textos dos temas que faltam em pt_BR (site/locale/; o Sphinx compila os
-# .po em .mo sozinho).
-locale_dirs = [str(HERE / "locale")]
+# Traduções dos textos dos temas que faltam em pt_BR: os .po de site/locale/, compilados
+# aqui em .mo (em .cache/site/locale) antes que os temas carreguem os catálogos.
+LOCALE = ROOT / ".cache" / "site" / "locale"
+
+
+def _compile_catalogs() -> None:
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    for po in (HERE / "locale").rglob("*.po"):
+        mo = LOCALE / po.relative_to(HERE / "locale").with_suffix(".mo")
+        mo.parent.mkdir(parents=True, exist_ok=True)
+        with po.open("rb") as src, mo.open("wb") as dst:
+            write_mo(dst, read_po(src))
+
+
+_compile_catalogs()
+locale_dirs = [str(LOCALE)]
 
 extensions = ["myst_nb"]
 # As saídas são as que `make notebooks` gravou: nada é executado aqui.
@@ -92,4 +107,4 @@ html_theme_options = {
 
 def setup(app):
     # Os botões do sphinx-book-theme usam o catálogo "booktheme": o nosso completa o dele.
-    app.add_message_catalog("booktheme", str(HERE / "locale"))
+    app.add_message_catalog("booktheme", str(LOCALE))

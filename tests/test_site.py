@@ -118,3 +118,8 @@ def test_site_is_in_portuguese_with_search_and_math():
     page = (SITE / "notebooks" / f"{NOTEBOOKS[2].stem}.html").read_text(encoding="utf-8")
     assert 'class="math notranslate' in page and "_static/MathJax.js" in page
     assert "Próximo" in page or "próximo" in page
+    # A interface dos temas também em português (site/locale/ completa o que falta neles).
+    for text in ("Voltar ao topo", "Pular para o conteúdo", "Buscar...", "Abrir no Colab"):
+        assert text in page, f"falta {text!r} na página"
+    for text in ("Back to top", "Skip to main content", "Launch on", "Search..."):
+        assert text not in page, f"{text!r} em inglês na página"
