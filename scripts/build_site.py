@@ -50,6 +50,16 @@ BADGE_MD_RE = re.compile(r"\[!\[[^\]]*\]\([^)]*colab-badge[^)]*\)\]\([^)]*\)\s*"
 REPO_LINK_RE = re.compile(r"\]\(\.\./([^)\s#]+)(#[^)\s]*)?\)")
 
 
+def jupyter_slug(title: str) -> str:
+    """A âncora que o JupyterLab dá a um título: o texto com espaços trocados por '-'.
+
+    Os notebooks linkam as próprias seções assim (`[...](#2.-Um-GPT-de-caracteres)`);
+    o site usa as mesmas âncoras (myst_heading_slug_func em site/conf.py), e esses
+    links funcionam nos dois lugares.
+    """
+    return title.strip().replace(" ", "-")
+
+
 def course_notebooks() -> list[Path]:
     return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 

@@ -48,7 +48,10 @@ extensions = ["myst_nb"]
 # As saídas são as que `make notebooks` gravou: nada é executado aqui.
 nb_execution_mode = "off"
 myst_enable_extensions = ["dollarmath", "amsmath"]
-myst_heading_anchors = 3
+# Âncoras dos títulos iguais às do JupyterLab ("2.-Um-GPT-de-caracteres"): os links
+# internos dos notebooks funcionam também no site.
+myst_heading_anchors = 6
+myst_heading_slug_func = "build_site.jupyter_slug"
 # Os notebooks guardam barras de progresso como widgets; no site vale o texto.
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_merge_streams = True

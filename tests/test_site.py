@@ -123,3 +123,9 @@ def test_site_is_in_portuguese_with_search_and_math():
         assert text in page, f"falta {text!r} na página"
     for text in ("Back to top", "Skip to main content", "Launch on", "Search..."):
         assert text not in page, f"{text!r} em inglês na página"
+
+
+def test_heading_anchors_are_the_jupyterlab_ones():
+    # Um notebook que linka as próprias seções como no JupyterLab funciona no site.
+    assert build_site.jupyter_slug("2. Um GPT de caracteres") == "2.-Um-GPT-de-caracteres"
+    assert build_site.jupyter_slug(" Começar no chute compensa? ") == "Começar-no-chute-compensa?"
