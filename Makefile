@@ -7,6 +7,10 @@
 #   make bench       benchmarks contra as implementações do PyTorch
 #   make lint        ruff
 #   make spellcheck  ortografia (pt-BR) das células de texto, com hunspell
+#   make site        o site do curso em _site/ (Sphinx, com as saídas guardadas; nada executa)
+#   make test-site   constrói o site e o confere (links, páginas, Colab; Chromium sem janela)
+#   make site-screenshots  capturas de tela do site em .cache/site/capturas/
+#   make release     confere versão, notebooks e site, e cria a tag v<versão>
 #   make clean       apaga caches e o ambiente virtual
 # Cada alvo cria (ou atualiza) o ambiente .venv sozinho: basta ter python3.
 
@@ -35,7 +39,7 @@ ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 XDIST ?= -n 2 --dist loadscope
 
-.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork
+.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork site test-site site-screenshots release release-check
 
 venv: $(STAMP)
 
@@ -78,7 +82,7 @@ bench: $(STAMP)
 	$(ISOLATED_ENV) $(PY) benchmarks/run.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check tpt tests scripts benchmarks
+	$(VENV)/bin/ruff check tpt tests scripts benchmarks site
 
 spellcheck: $(STAMP)
 	$(PY) scripts/spellcheck.py
@@ -90,6 +94,37 @@ constraints: $(STAMP)
 fork: $(STAMP)
 	$(PY) scripts/course_repo.py set $(REPO)
 
+# O site: Sphinx + myst-nb + sphinx-book-theme (requirements-site.txt) num ambiente à
+# parte, .cache/site-venv, que não mexe no .venv dos testes. Constrói a partir das saídas
+# guardadas (make notebooks é o único lugar que executa) e não baixa nada.
+SITE_DIR   ?= _site
+SITE_VENV  := $(CACHE)/site-venv
+SITE_PY    := $(SITE_VENV)/bin/python
+SITE_STAMP := $(SITE_VENV)/.instalado
+
+$(SITE_STAMP): requirements-site.txt
+	@test -x $(SITE_PY) || $(PYTHON) -m venv $(SITE_VENV)
+	$(SITE_PY) -m pip install -q -r requirements-site.txt
+	@touch $(SITE_STAMP)
+
+site: $(SITE_STAMP)
+	$(SITE_PY) scripts/build_site.py $(SITE_DIR)
+
+# Conferências do site construído: páginas, links, imagens, Colab na tag e, no Chromium
+# sem janela, título, fórmulas, figuras e busca (tests/test_site*.py).
+test-site: site $(STAMP)
+	$(ISOLATED_ENV) TPT_SITE=$(abspath $(SITE_DIR)) $(PY) -m pytest tests/test_site.py tests/test_site_browser.py -q
+
+site-screenshots: site $(STAMP)
+	$(PY) scripts/site_browser.py $(SITE_DIR) $(CACHE)/site/capturas
+
+# Publicar uma versão: confere tpt/version.py, pyproject, notebooks e site, e cria a tag.
+release: site
+	$(PYTHON) scripts/course_repo.py release $(SITE_DIR)
+
+release-check: site
+	$(PYTHON) scripts/course_repo.py release $(SITE_DIR) --check
+
 clean:
-	rm -rf $(VENV) $(CACHE) .pytest_cache .ruff_cache build dist *.egg-info
+	rm -rf $(VENV) $(CACHE) $(SITE_DIR) .pytest_cache .ruff_cache build dist *.egg-info
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

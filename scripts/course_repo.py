@@ -2,7 +2,8 @@
 
     python scripts/course_repo.py show
     python scripts/course_repo.py check
-    python scripts/course_repo.py pin            # fixa a instalação do Colab na versão do tpt
+    python scripts/course_repo.py pin            # fixa a instalação e os selos na versão do tpt
+    python scripts/course_repo.py release [_site] [--check]   # confere e cria a tag (make release)
     python scripts/course_repo.py set https://github.com/voce/seu-fork   # = make fork REPO=...
 
 O endereço é escrito em UM lugar, `REPOSITORY` em tpt/version.py. O comando `set`
@@ -13,13 +14,17 @@ A célula de instalação do Colab instala o `tpt` na tag da versão para a qual
 foi escrito (`v` + `__version__` de tpt/version.py, por exemplo v0.2.0), não no topo do
 ramo main; a checagem `tpt.check_version("0.2")` da célula de imports usa o mesmo
 major.minor. O comando `pin` reescreve as duas coisas em todos os notebooks a partir de
-tpt/version.py (e `set` também, para um fork). Publicar uma versão: veja o README.
+tpt/version.py (e `set` também, para um fork). O selo "Abrir no Colab" de cada notebook
+(e o link do site) abre o notebook nessa MESMA tag, não no main: o aluno vê o notebook
+que a célula de instalação espera. `release` confere que tpt/version.py, pyproject.toml,
+os notebooks e o site (se construído) concordam e cria a tag. Veja o README.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -91,6 +96,34 @@ def _write_notebook(path: Path, nb: dict) -> None:
     )
 
 
+COLAB = "https://colab.research.google.com/github/"
+# O selo "Abrir no Colab" de um notebook: .../blob/<ref>/notebooks/<nome>.ipynb
+BADGE_RE = re.compile(
+    r"https://colab\.research\.google\.com/github/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)"
+    r"/blob/([^/\s)\"]+)/notebooks/([A-Za-z0-9_.-]+\.ipynb)"
+)
+
+
+def colab_url(name: str, repository: str | None = None, ver: str | None = None) -> str:
+    """O endereço que abre o notebook `name` no Colab, na tag da versão `ver`.
+
+    É o endereço do selo de cada notebook e do link "Abrir no Colab" de cada página do
+    site: o mesmo notebook que a célula de instalação (fixada na mesma tag) espera.
+    """
+    repository = current() if repository is None else repository
+    tag = release_tag(version() if ver is None else ver)
+    path = repository.split("github.com/", 1)[1]
+    return f"{COLAB}{path}/blob/{tag}/notebooks/{name}"
+
+
+def badge_refs(path: Path) -> list[str]:
+    """Os endereços do Colab que o notebook cita para si mesmo (normalmente, o selo)."""
+    text = "".join(
+        _source(c) for c in _read_notebook(path)["cells"] if c["cell_type"] == "markdown"
+    )
+    return [m.group(0) for m in BADGE_RE.finditer(text) if m.group(3) == path.name]
+
+
 def _setup_cell_of(nb: dict) -> dict:
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     by_id = [c for c in code if c.get("id") == SETUP_CELL_ID]
@@ -129,8 +162,9 @@ def notebook_pins(path: Path) -> dict[str, str | list[str] | None]:
 def pin_notebooks(paths: list[Path] | None = None, ver: str | None = None) -> list[Path]:
     """Fixa cada notebook na versão `ver` (padrão: a de tpt/version.py).
 
-    Regrava a célula de instalação do Colab (endereço atual, tag v<versão>) e o
-    argumento de cada `tpt.check_version("...")` (major.minor). Devolve os alterados.
+    Regrava a célula de instalação do Colab (endereço atual, tag v<versão>), o
+    argumento de cada `tpt.check_version("...")` (major.minor) e o selo "Abrir no
+    Colab" das células de texto (que passa a abrir a mesma tag). Devolve os alterados.
     """
     ver = version() if ver is None else ver
     cell_text = setup_cell(ver=ver)
@@ -145,6 +179,15 @@ def pin_notebooks(paths: list[Path] | None = None, ver: str | None = None) -> li
             if cell["cell_type"] == "code":
                 src = _source(cell)
                 new = GUARD_RE.sub(f'tpt.check_version("{guard}")', src)
+                if new != src:
+                    cell["source"] = new.splitlines(keepends=True)
+            elif cell["cell_type"] == "markdown":
+                src = _source(cell)
+                new = BADGE_RE.sub(
+                    lambda m, name=path.name: colab_url(name, ver=ver)
+                    if m.group(3) == name else m.group(0),
+                    src,
+                )
                 if new != src:
                     cell["source"] = new.splitlines(keepends=True)
         if json.dumps(nb, sort_keys=True) != before:
@@ -197,7 +240,7 @@ def check() -> list[str]:
     problems = []
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         text = path.read_text(encoding="utf-8")
-        if f"{colab}blob/main/notebooks/{path.name}" not in text:
+        if colab not in text:
             problems.append(f"{path.name}: selo do Colab não aponta para {url}")
         if f'REPOSITORY = \\"{url}\\"' not in text:
             problems.append(f"{path.name}: célula de instalação não usa {url}")
@@ -218,12 +261,89 @@ def pin_problems(path: Path, ver: str | None = None) -> list[str]:
         )
     elif pins["setup"] != setup_cell(ver=ver):
         problems.append(f"a célula de instalação do Colab difere da padrão: {fix}")
+    badges = badge_refs(path)
+    if not badges:
+        problems.append(f"sem o selo \"Abrir no Colab\" apontando para {path.name}")
+    for badge in badges:
+        if badge != colab_url(path.name, ver=ver):
+            problems.append(
+                f"o selo do Colab abre {badge}, mas a célula instala {release_tag(ver)}: "
+                f"esperava {colab_url(path.name, ver=ver)}: {fix}"
+            )
     if pins["guards"] != [guard_version(ver)]:
         problems.append(
             f"esperava um tpt.check_version(\"{guard_version(ver)}\"), "
             f"encontrei {pins['guards']}: {fix}"
         )
     return problems
+
+
+def pyproject_version() -> str:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    match = re.search(r'^version = "([^"]+)"', text, re.M)
+    return match.group(1) if match else "(sem version)"
+
+
+def release_problems(site: Path | None = None) -> list[str]:
+    """Tudo o que precisa concordar antes de criar a tag da versão.
+
+    `tpt.__version__` (tpt/version.py) e o `version` do pyproject.toml; em cada notebook,
+    a tag da célula de instalação, o `check_version` e o selo do Colab; e, se `site`
+    for a pasta de um site construído (make site), os links "Abrir no Colab" de cada
+    página.
+    """
+    ver = version()
+    problems = []
+    if pyproject_version() != ver:
+        problems.append(
+            f"pyproject.toml diz version = {pyproject_version()!r}, mas tpt/version.py diz "
+            f"{ver!r}: suba os dois juntos"
+        )
+    problems += check()
+    if site is not None:
+        import site_check  # noqa: PLC0415 (mesma pasta; só o release precisa dele)
+
+        problems += [f"site: {p}" for p in site_check.colab_problems(site)]
+    return problems
+
+
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def release(site: Path | None, create: bool) -> int:
+    """Confere a versão e, com `create`, cria a tag anotada v<versão> no HEAD."""
+    ver = version()
+    tag = release_tag(ver)
+    problems = release_problems(site)
+    if site is None:
+        print("aviso: site não conferido (construa com `make site`; `make release` já faz isso)")
+    if problems:
+        print("\n".join(problems))
+        print(f"\nA versão {tag} NÃO foi criada: corrija os problemas acima.")
+        return 1
+    print(f"ok: tpt {ver}, pyproject, notebooks (instalação, check_version, selos) "
+          f"{'e site ' if site is not None else ''}apontam para {tag}")
+    if not create:
+        return 0
+    if _git("status", "--porcelain", "--untracked-files=no").stdout.strip():
+        print("Há mudanças não registradas (git status): faça o commit antes de criar a tag.")
+        return 1
+    head = _git("rev-parse", "HEAD").stdout.strip()
+    existing = _git("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}")
+    if existing.returncode == 0:
+        if existing.stdout.strip() == head:
+            print(f"A tag {tag} já existe e aponta para o HEAD: nada a fazer.")
+            return 0
+        print(f"A tag {tag} já existe em outro commit ({existing.stdout.strip()[:10]}): "
+              f"suba a versão em tpt/version.py e pyproject.toml.")
+        return 1
+    made = _git("tag", "-a", tag, "-m", f"tpt {ver}")
+    if made.returncode != 0:
+        print(made.stderr)
+        return 1
+    print(f"Tag {tag} criada. Publique: git push origin main {tag}")
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -241,6 +361,15 @@ def main(argv: list[str]) -> int:
             print("reescrito:", path.relative_to(ROOT))
         print(f"notebooks fixados em {release_tag(ver)} (check_version {guard_version(ver)!r})")
         return 0
+    if argv[:1] == ["release"]:
+        args = argv[1:]
+        create = "--check" not in args
+        args = [a for a in args if a != "--check"]
+        site = Path(args[0]) if args else None
+        if site is not None and not (site / "index.html").exists():
+            print(f"{site}/index.html não existe: rode `make site` antes")
+            return 1
+        return release(site, create)
     if argv[:1] == ["set"] and len(argv) == 2:
         for path in set_repository(argv[1]):
             print("reescrito:", path.relative_to(ROOT))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 import course_repo  # noqa: E402
-from course_repo import GUARD_RE  # noqa: E402
+from course_repo import BADGE_RE, GUARD_RE  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
@@ -93,6 +94,13 @@ def test_pin_writes_the_version_tag_and_guard_into_every_notebook(tmp_path):
         for a, b in zip(old, new, strict=True):
             if a.get("id") == "colab-setup":
                 assert "".join(b["source"]) == course_repo.setup_cell(ver="7.3.1")
+            elif a["cell_type"] == "markdown":
+                # O selo do Colab passa a abrir a tag nova; nada mais muda no texto.
+                expected = BADGE_RE.sub(
+                    lambda m: course_repo.colab_url(m.group(3), ver="7.3.1"),
+                    "".join(a["source"]),
+                )
+                assert "".join(b["source"]) == expected
             else:
                 expected = GUARD_RE.sub('tpt.check_version("7.3")', "".join(a["source"]))
                 assert "".join(b["source"]) == expected
@@ -135,3 +143,72 @@ def test_setup_cell_tag_and_guard_follow_the_version():
     cell = course_repo.setup_cell("https://github.com/a/b", "0.2.0")
     assert 'REPOSITORY = "https://github.com/a/b"' in cell
     assert '%pip install -q "tpt @ git+{REPOSITORY}@v0.2.0"' in cell
+
+
+def test_every_badge_opens_the_notebook_at_the_pinned_tag():
+    # O selo abre no Colab o notebook da MESMA tag que a célula de instalação instala.
+    for path in NOTEBOOKS:
+        badges = course_repo.badge_refs(path)
+        assert badges, f"{path.name} sem selo do Colab"
+        assert set(badges) == {course_repo.colab_url(path.name)}, (
+            f"{path.name}: rode `python scripts/course_repo.py pin`"
+        )
+    assert course_repo.colab_url("01_tokens.ipynb", "https://github.com/a/b", "0.2.0") == (
+        "https://colab.research.google.com/github/a/b/blob/v0.2.0/notebooks/01_tokens.ipynb"
+    )
+
+
+def test_check_reports_a_badge_that_opens_main(tmp_path):
+    script = _copy_course(tmp_path)
+    path = sorted((tmp_path / "notebooks").glob("*.ipynb"))[0]
+    text = path.read_text(encoding="utf-8")
+    tag = course_repo.release_tag(course_repo.version())
+    path.write_text(text.replace(f"/blob/{tag}/notebooks/", "/blob/main/notebooks/"),
+                    encoding="utf-8")
+    check = subprocess.run([sys.executable, script, "check"], capture_output=True, text=True)
+    assert check.returncode == 1
+    assert "blob/main" in check.stdout and path.name in check.stdout
+
+
+def _git_course(tmp_path: Path) -> Path:
+    script = _copy_course(tmp_path)
+    git = ["git", "-c", "user.name=teste", "-c", "user.email=teste@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "curso"], cwd=tmp_path, check=True)
+    return script
+
+
+def _tags(root: Path) -> list[str]:
+    return subprocess.run(["git", "tag"], cwd=root, capture_output=True, text=True).stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="precisa do git")
+def test_release_checks_everything_then_tags(tmp_path):
+    script = _git_course(tmp_path)
+    tag = course_repo.release_tag(course_repo.version())
+    env = dict(os.environ, GIT_COMMITTER_NAME="teste", GIT_COMMITTER_EMAIL="teste@example.com")
+    run = subprocess.run([sys.executable, script, "release", "--check"], capture_output=True,
+                         text=True, env=env)
+    assert run.returncode == 0, run.stdout
+    assert _tags(tmp_path) == []  # --check não cria nada
+    run = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True,
+                         env=env)
+    assert run.returncode == 0, run.stdout
+    assert _tags(tmp_path) == [tag]
+    again = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True,
+                           env=env)
+    assert again.returncode == 0 and "já existe" in again.stdout
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="precisa do git")
+def test_release_refuses_when_versions_disagree(tmp_path):
+    script = _git_course(tmp_path)
+    _set_version(tmp_path, "0.9.0")  # o tpt subiu; pyproject e notebooks não
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "v"],
+                   cwd=tmp_path, check=True)
+    run = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True)
+    assert run.returncode == 1
+    assert "pyproject.toml" in run.stdout and "v0.9.0" in run.stdout
+    assert "NÃO foi criada" in run.stdout
+    assert _tags(tmp_path) == []

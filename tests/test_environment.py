@@ -76,12 +76,20 @@ def test_ci_runs_the_readme_test_command():
         for ln in ci.splitlines()
         if ln.strip() and not ln.startswith(("#", "set ", "cd ", "export "))
     ]
-    # Primeiro o comando do README; depois, só outros núcleos de CPU (make test-kernels)
-    # e a compatibilidade (make test-compat ...).
+    # Primeiro o comando do README; depois, só o site (make test-site, com a instalação do
+    # Chromium do Debian se faltar), outros núcleos de CPU (make test-kernels) e a
+    # compatibilidade (make test-compat ...).
     assert commands[0] == "make test"
-    assert all(c.startswith(("make test-kernels", "make test-compat")) for c in commands[1:]), (
-        commands
-    )
+    chromium = [c for c in commands[1:] if "chromium" in c or c.strip() == "fi"]
+    assert [c.strip() for c in chromium] == [
+        "if ! command -v chromium >/dev/null; then",
+        "apt-get update -qq && apt-get install -y -qq chromium >/dev/null",
+        "fi",
+    ], chromium
+    rest = [c for c in commands[1:] if c not in chromium]
+    assert all(
+        c.startswith(("make test-site", "make test-kernels", "make test-compat")) for c in rest
+    ), commands
     assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
     assert "set -euo pipefail" in ci, ".ci/run deve falhar quando um comando falha"
 
