@@ -2,9 +2,10 @@
 
 Três exercícios, na ordem do notebook:
 
-1. :func:`check_rope_half`: o RoPE no arranjo "metade e metade" do LLaMA e do Hugging
-   Face (``rotate_half``): a coordenada ``i`` forma par com a ``i + d/2``, não com a
-   vizinha. Sem usar ``tpt.apply_rope`` nem ``tpt.RotaryEmbedding``.
+1. :func:`check_rope_half`: o RoPE no arranjo "metade e metade" do GPT-NeoX e do Hugging
+   Face (``rotate_half``; o LLaMA original, como o ``tpt``, gira pares vizinhos): a
+   coordenada ``i`` forma par com a ``i + d/2``, não com a vizinha. Sem usar
+   ``tpt.apply_rope`` nem ``tpt.RotaryEmbedding``.
 2. :func:`check_gqa_attention`: a atenção com consultas agrupadas (GQA) a partir de
    ``q`` ``(b, h, t, d_h)`` e ``k``/``v`` ``(b, h_kv, s, d_h)``, **sem** repetir K e V
    (nada de ``repeat_interleave``, ``repeat``, ``expand``, ``tile``, ``cat``/``stack``
