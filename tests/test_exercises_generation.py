@@ -403,7 +403,7 @@ def test_cached_variant_helper_is_correct(capsys):
 
 
 def test_cached_missing_causal_mask_in_prefill_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(mask="none"), capsys, "FUTURO", "prefill")
+    _rejected(ex.check_cached_attention, _variant(mask="none"), capsys, "futuro", "prefill")
 
 
 def test_cached_top_left_mask_is_reported(capsys):

@@ -570,7 +570,7 @@ class GPTConfig:
     modelo sem treino dá ao token atual um logit de cerca de ``sqrt(d)`` e a perda
     inicial fica muito acima de ``ln V``. Com ``head_scale=True`` os logits começam de
     ordem 1 e a perda inicial fica perto de ``ln V`` (ver notebooks/09_geracao.ipynb,
-    que compara as duas escolhas depois do treino).
+    que compara as duas escolhas depois de um treino curto).
     """
 
     vocab_size: int

@@ -7,7 +7,7 @@ salvar e carregar com `weights_only=True`).
 Não há hierarquia de classes: `train` é uma função que você pode ler de cima a baixo.
 Cada passo é o de sempre em PyTorch:
 
-    loss = loss_fn(model, batch)      # forward + cross-entropy
+    loss = loss_fn(model, batch)      # forward + entropia cruzada
     optimizer.zero_grad()
     loss.backward()                   # gradientes
     clip_grad_norm_(...)              # corta gradientes grandes demais
@@ -111,7 +111,7 @@ def lm_loss(model: nn.Module, batch: Batch) -> Tensor:
     divida por ln(2) para ter bits por caractere.
 
     Com mistura de especialistas (`GPTConfig(num_experts=...)`), soma a perda de
-    balanceamento `model.aux_loss` só em modo treino (a avaliação mede a cross-entropy pura).
+    balanceamento `model.aux_loss` só em modo treino (a avaliação mede a entropia cruzada pura).
     """
     _require_keys(batch, ("input_ids", "targets"), "lm_loss")
     logits = model(batch["input_ids"])  # (b, t, V)

@@ -482,7 +482,7 @@ def _diagnose_cached(mha: MultiHeadAttention, x_full: Tensor, start: int, end: i
     t = end - start
     expect(
         not (t > 1 and close("no_mask")),
-        f"{where}: as {t} consultas novas enxergaram chaves do FUTURO: faltou a máscara "
+        f"{where}: as {t} consultas novas enxergaram chaves do futuro: faltou a máscara "
         "causal quando entra mais de um token (o prefill do prompt, por exemplo). Só a "
         "última linha sai certa sem ela: no prefill, como no treino, a posição i só vê 0..i.",
     )

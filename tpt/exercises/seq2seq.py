@@ -354,7 +354,7 @@ def check_shift_targets(shift_targets: Callable[..., tuple[Tensor, Tensor]]) -> 
         )
         expect(
             tgt_in.dtype == torch.long and tgt_out.dtype == torch.long,
-            f"{where}: os ids devem ser torch.long (o nn.Embedding e a cross-entropy exigem "
+            f"{where}: os ids devem ser torch.long (o nn.Embedding e a entropia cruzada exigem "
             f"inteiros); recebi {tgt_in.dtype} e {tgt_out.dtype}.",
         )
         b, width = expected_in.shape
