@@ -62,7 +62,8 @@ def test_kernel_sets_always_include_another_set_than_the_native_one(native, expe
 
 def test_the_generic_set_really_changes_the_kernels_pytorch_uses():
     env = {**os.environ, **test_kernels.KERNEL_SETS["genérico"]}
-    assert test_kernels.capability(env) == "DEFAULT"
+    # O torch 2.6 (o piso) chama as rotinas genéricas de "NO AVX"; os mais novos, de "DEFAULT".
+    assert test_kernels.capability(env) in {"DEFAULT", "NO AVX"}
 
 
 def test_unknown_kernel_set_is_refused(capsys):
