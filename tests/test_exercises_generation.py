@@ -1,7 +1,15 @@
-"""Conferências dos exercícios do notebook 09_geracao (tpt.exercises.generation)."""
+"""Conferências do notebook 09 (``checks("generation")``).
+
+As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as passa
+pelas conferências). Aqui: respostas certas em outros estilos, e as erradas de cada
+classe (entrada modificada no lugar, regra burlada por apelido, argumento padrão,
+``partial`` ou outro caminho, laço escondido, tabela dos casos fixos, enganos típicos),
+cada uma recusada com a mensagem certa.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -10,49 +18,20 @@ import torch.nn.functional as F
 
 import tpt
 import tpt.generation
-from tpt.exercises import generation as ex
+from tpt.exercises import checks
+from tpt.exercises import generation as module
 from tpt.generation import top_p_filter as renamed_filter
 
-# --------------------------------------------------------------------------------------
-# Soluções de referência (as mesmas do notebook) e estilos alternativos
-# --------------------------------------------------------------------------------------
-
-
-def top_p(logits, p):
-    if p >= 1.0:
-        return logits.clone()
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
-    probs = sorted_logits.softmax(dim=-1)  # (..., V)
-    before = probs.cumsum(dim=-1) - probs  # soma dos anteriores a cada token
-    remove_sorted = before >= p
-    remove = remove_sorted.scatter(-1, order, remove_sorted)
-    return logits.masked_fill(remove, float("-inf"))
-
-
-def repetition_penalty(logits, previous, penalty):
-    seen = logits.gather(-1, previous)  # (b, t)
-    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
-    return logits.scatter(-1, previous, seen)
-
-
-def cached_attention(mha, x_new, cache):
-    b, t, d = x_new.shape
-    h, d_h = mha.num_heads, mha.head_dim
-    q, k, v = mha.project_qkv(x_new)  # 3 x (b, t, d)
-    q = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k = k.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    v = v.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k, v = cache.update(k, v)  # (b, h, s, d_h)
-    out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, h, t, d_h)
-    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))  # (b, t, d)
+ex = checks("generation")
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Escreva sua solução aqui")
 
 
-def _pending(out: str) -> bool:
-    return "⏳" in out and "ainda não resolvido" in out
+def _accepted(check, answer, capsys):
+    assert check(answer) is True, capsys.readouterr().out
+    assert "✅" in capsys.readouterr().out
 
 
 def _rejected(check, answer, capsys, *fragments):
@@ -60,27 +39,45 @@ def _rejected(check, answer, capsys, *fragments):
     out = capsys.readouterr().out
     assert "❌" in out, out
     for fragment in fragments:
-        assert fragment in out, f"esperava {fragment!r} em:\n{out}"
+        assert fragment in out, (fragment, out)
     return out
+
+
+def test_checks_expose_only_the_checkers():
+    assert sorted(dir(ex)) == ["check_cached_attention", "check_repetition_penalty", "check_top_p"]
+    for name in ("_nucleus", "_penalized", "_cached_variant", "_top_p_fixed_cases"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, name)
+
+
+@pytest.mark.parametrize("check", [ex.check_top_p, ex.check_repetition_penalty,
+                                   ex.check_cached_attention])
+def test_stub_is_pending(check, capsys):
+    assert check(stub) is False
+    out = capsys.readouterr().out
+    assert "⏳" in out and "ainda não resolvido" in out
+
+
+@pytest.mark.parametrize("check", [ex.check_top_p, ex.check_repetition_penalty,
+                                   ex.check_cached_attention])
+def test_wrong_signature_is_explained(check, capsys):
+    _rejected(check, lambda: None, capsys, "levantou TypeError")
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 1: top-p
 # --------------------------------------------------------------------------------------
+def top_p(logits, p):
+    if p >= 1:
+        return logits.clone()
+    sorted_logits, order = logits.sort(dim=-1, descending=True)
+    probs = sorted_logits.softmax(-1)
+    remove_sorted = probs.cumsum(-1) - probs >= p
+    return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
 
 
-def test_top_p_reference_passes(capsys):
-    assert ex.check_top_p(top_p) is True
-    assert "✅" in capsys.readouterr().out
-
-
-def test_top_p_stub_is_pending(capsys):
-    assert ex.check_top_p(stub) is False
-    assert _pending(capsys.readouterr().out)
-
-
-def test_top_p_alternative_styles_pass(capsys):
-    def with_loop_over_rows(logits, p):  # laços são permitidos aqui
+def test_top_p_correct_styles_pass(capsys):
+    def loop_over_rows(logits, p):
         flat = logits.reshape(-1, logits.shape[-1])
         out = torch.full_like(flat, float("-inf"))
         for row in range(flat.shape[0]):
@@ -88,199 +85,166 @@ def test_top_p_alternative_styles_pass(capsys):
                 out[row] = flat[row]
                 continue
             probs = F.softmax(flat[row].double(), dim=-1)
-            order = probs.argsort(descending=True, stable=True)
             total = 0.0
-            for i in order.tolist():
+            for i in probs.argsort(descending=True, stable=True).tolist():
                 out[row, i] = flat[row, i]
                 total += probs[i].item()
                 if total >= p:
                     break
         return out.reshape(logits.shape)
 
-    def with_gather(logits, p):  # threshold no valor: mantém prob >= a do último do núcleo
+    def threshold_in_float64(logits, p):
         if p >= 1:
             return logits.clone()
-        probs = logits.softmax(-1)
+        probs = logits.double().softmax(-1)
         sorted_probs, order = probs.sort(dim=-1, descending=True)
-        cumulative = sorted_probs.cumsum(-1)
-        keep_sorted = (cumulative - sorted_probs) < p
+        keep_sorted = (sorted_probs.cumsum(-1) - sorted_probs) < p
         keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
         return torch.where(keep, logits, torch.full_like(logits, float("-inf")))
 
-    for answer in (with_loop_over_rows, with_gather):
-        assert ex.check_top_p(answer) is True, capsys.readouterr().out
-    capsys.readouterr()
+    for answer in (top_p, loop_over_rows, threshold_in_float64):
+        _accepted(ex.check_top_p, answer, capsys)
 
 
-def test_top_p_rule_not_tpt(capsys):
-    def via_tpt(logits, p):
+def test_top_p_rule_is_what_runs(capsys):
+    def direct(logits, p):
         return tpt.generation.top_p_filter(logits, p)
 
-    def via_alias(logits, p):  # from tpt.generation import top_p_filter as ...
+    def alias(logits, p):  # from tpt.generation import top_p_filter as renamed_filter
         return renamed_filter(logits, p)
 
-    def via_getattr(logits, p):  # escapa da leitura do código; a chamada é bloqueada
+    def default_argument(logits, p, _filter=tpt.generation.top_p_filter):
+        return _filter(logits, p)
+
+    partial = functools.partial(lambda f, logits, p: f(logits, p), renamed_filter)
+
+    def by_getattr(logits, p):
         return getattr(tpt.generation, "top_p_" + "filter")(logits, p)
 
-    for answer in (via_tpt, via_alias, via_getattr):
-        _rejected(ex.check_top_p, answer, capsys, "top_p_filter", "escrito por você")
-    assert tpt.generation.top_p_filter is renamed_filter  # a proibição foi desfeita
+    for answer in (direct, alias, default_argument, partial, by_getattr):
+        _rejected(ex.check_top_p, answer, capsys, "chamou tpt.generation.top_p_filter")
 
 
-def test_top_p_cumsum_including_current_is_reported(capsys):
+def test_top_p_in_place_is_rejected(capsys):
+    def in_place(logits, p):
+        out = top_p(logits, p)
+        return logits.masked_fill_(out.isneginf(), float("-inf"))
+
+    _rejected(ex.check_top_p, in_place, capsys, "modificou `logits` no lugar")
+
+
+def test_top_p_table_of_fixed_cases_is_rejected(capsys):
+    table = [(logits, p, top_p(logits, p)) for _, logits, p in module._top_p_fixed_cases()]
+
+    def lookup(logits, p):
+        for known, known_p, answer in table:
+            if known.shape == logits.shape and torch.equal(known, logits) and known_p == p:
+                return answer.clone()
+        return logits.clone()
+
+    _rejected(ex.check_top_p, lookup, capsys, "caso sorteado, semente", "esperava manter")
+
+
+def test_top_p_typical_mistakes_are_diagnosed(capsys):
     def drops_crossing_token(logits, p):
         if p >= 1:
             return logits.clone()
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        remove_sorted = cumulative > p
+        remove_sorted = sorted_logits.softmax(-1).cumsum(-1) > p
         remove_sorted[..., 0] = False
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        return logits.masked_fill(remove, float("-inf"))
+        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
 
-    _rejected(ex.check_top_p, drops_crossing_token, capsys, "cruza o limiar", "p=0,65")
-
-
-def test_top_p_probabilities_instead_of_logits_is_reported(capsys):
-    def returns_probs(logits, p):
-        return top_p(logits, p).softmax(-1).masked_fill(
-            top_p(logits, p).isneginf(), float("-inf")
-        )
-
-    _rejected(ex.check_top_p, returns_probs, capsys, "probabilidades", "logits originais")
-
-
-def test_top_p_sorted_order_is_reported(capsys):
     def stays_sorted(logits, p):
-        if p >= 1:
-            return logits.clone()
-        sorted_logits, _ = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(-1)
-        before = probs.cumsum(-1) - probs
-        return sorted_logits.masked_fill(before >= p, float("-inf"))
+        return top_p(logits.sort(dim=-1, descending=True).values, p)
 
-    _rejected(ex.check_top_p, stays_sorted, capsys, "ordem ordenada", "scatter")
+    def probabilities(logits, p):
+        out = top_p(logits, p)
+        return logits.softmax(-1).masked_fill(out.isneginf(), float("-inf"))
 
-
-def test_top_p_zero_instead_of_inf_is_reported(capsys):
     def zeros(logits, p):
         out = top_p(logits, p)
         return out.masked_fill(out.isneginf() & logits.isfinite(), 0.0)
 
-    _rejected(ex.check_top_p, zeros, capsys, "viraram 0", "-inf")
-
-
-def test_top_p_p_equal_one_rounding_is_reported(capsys):
-    def no_special_case(logits, p):
+    def no_special_case_for_one(logits, p):
         sorted_logits, order = logits.sort(dim=-1, descending=True)
-        cumulative = sorted_logits.softmax(-1).cumsum(-1)
-        remove_sorted = (cumulative - sorted_logits.softmax(-1)) >= p
-        remove_sorted = remove_sorted | (cumulative > p)  # o mesmo engano, com cumsum
-        remove_sorted[..., 0] = False
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        return logits.masked_fill(remove, float("-inf"))
+        probs = sorted_logits.float().softmax(-1)
+        remove_sorted = probs.cumsum(-1) - probs >= p
+        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
 
-    out = _rejected(ex.check_top_p, no_special_case, capsys)
-    assert "cruza o limiar" in out or "p=1" in out
-
-
-def test_top_p_p_one_alone_is_reported(capsys):
-    def float_sum(logits, p):  # só o p=1 errado: soma dos anteriores em float, sem caso à parte
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.softmax(-1)
-        before = probs.cumsum(-1) - probs
-        remove_sorted = before >= p - 1e-7 if p >= 1 else before >= p
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        return logits.masked_fill(remove, float("-inf"))
-
-    _rejected(ex.check_top_p, float_sum, capsys, "com p=1 nada deve ser filtrado")
-
-
-def test_top_p_keeping_ties_together_is_reported(capsys):
     def keeps_all_ties(logits, p):
-        if p >= 1:
-            return logits.clone()
         kept = top_p(logits, p)
-        threshold = kept.masked_fill(kept.isneginf(), float("inf")).min(-1, keepdim=True).values
-        return logits.masked_fill(logits < threshold, float("-inf"))
+        low = kept.masked_fill(kept.isneginf(), float("inf")).min(-1, keepdim=True).values
+        return logits.masked_fill(logits < low, float("-inf"))
 
-    _rejected(ex.check_top_p, keeps_all_ties, capsys, "tokens demais", "empatados")
-
-
-def test_top_p_empty_row_is_reported(capsys):
-    def can_remove_everything(logits, p):
-        if p >= 1:
-            return logits.clone()
-        probs = logits.softmax(-1)
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        before = sorted_probs.cumsum(-1) - sorted_probs
-        remove_sorted = (before >= p) | (sorted_probs > 10 * p)  # "cortar o que passa de p"
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        return logits.masked_fill(remove, float("-inf"))
-
-    _rejected(ex.check_top_p, can_remove_everything, capsys, "só com -inf", "mais provável")
-
-
-def test_top_p_unstable_softmax_is_reported(capsys):
     def manual_exp(logits, p):
         if p >= 1:
             return logits.clone()
         sorted_logits, order = logits.sort(dim=-1, descending=True)
         e = sorted_logits.exp()
         probs = e / e.sum(-1, keepdim=True)
-        before = probs.cumsum(-1) - probs
-        remove_sorted = before >= p
-        remove = remove_sorted.scatter(-1, order, remove_sorted)
-        return logits.masked_fill(remove, float("-inf"))
+        remove_sorted = probs.cumsum(-1) - probs >= p
+        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
 
-    out = _rejected(ex.check_top_p, manual_exp, capsys, "logits enormes")
-    assert "máximo" in out or "F.softmax" in out
+    for answer, fragment in [
+        (drops_crossing_token, "cruza o limiar"),
+        (stays_sorted, "ordem ordenada"),
+        (probabilities, "devolveu probabilidades"),
+        (zeros, "viraram 0"),
+        (no_special_case_for_one, "Trate p >= 1 à parte"),
+        (keeps_all_ties, "empatados"),
+        (manual_exp, "estoura com logits grandes"),
+    ]:
+        _rejected(ex.check_top_p, answer, capsys, fragment)
 
 
-def test_top_p_in_place_is_reported(capsys):
-    def in_place(logits, p):
+def test_top_p_other_mistakes_get_the_facts(capsys):
+    def removes_everything_big(logits, p):  # nenhuma variante conhecida: só os fatos
         out = top_p(logits, p)
-        logits.masked_fill_(out.isneginf(), float("-inf"))
-        return logits
+        return out.masked_fill(logits.softmax(-1) > 10 * p, float("-inf"))
 
-    _rejected(ex.check_top_p, in_place, capsys, "no lugar")
-
-
-def test_top_p_pytorch_error_gets_portuguese_hint(capsys):
-    def wrong_dim(logits, p):
-        sorted_logits, order = logits.sort(dim=1, descending=True)
-        return sorted_logits
-
-    _rejected(ex.check_top_p, wrong_dim, capsys, "IndexError", "Confira as formas")
+    out = _rejected(ex.check_top_p, removes_everything_big, capsys)
+    assert "só com -inf" in out or "esperava manter" in out
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: penalidade de repetição
 # --------------------------------------------------------------------------------------
+def repetition_penalty(logits, previous, penalty):
+    seen = logits.gather(-1, previous)
+    seen = torch.where(seen > 0, seen / penalty, seen * penalty)
+    return logits.scatter(-1, previous, seen)
 
 
-def test_penalty_reference_passes(capsys):
-    assert ex.check_repetition_penalty(repetition_penalty) is True
-    assert "✅" in capsys.readouterr().out
-
-
-def test_penalty_stub_is_pending(capsys):
-    assert ex.check_repetition_penalty(stub) is False
-    assert _pending(capsys.readouterr().out)
-
-
-def test_penalty_alternative_style_passes(capsys):
+def test_penalty_correct_styles_pass(capsys):
     def with_mask(logits, previous, penalty):
         seen = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, previous, True)
         penalized = torch.where(logits > 0, logits / penalty, logits * penalty)
         return torch.where(seen, penalized, logits)
 
-    assert ex.check_repetition_penalty(with_mask) is True
-    assert "✅" in capsys.readouterr().out
+    def with_one_hot(logits, previous, penalty):
+        seen = F.one_hot(previous, logits.shape[-1]).any(dim=1)  # (b, V)
+        factor = torch.where(logits > 0, 1 / penalty, penalty)
+        return torch.where(seen, logits * factor, logits)
+
+    for answer in (repetition_penalty, with_mask, with_one_hot):
+        _accepted(ex.check_repetition_penalty, answer, capsys)
 
 
-def test_penalty_loop_is_rejected(capsys):
-    def with_loop(logits, previous, penalty):
+def test_penalty_in_place_is_rejected(capsys):
+    def changes_logits(logits, previous, penalty):
+        return logits.copy_(repetition_penalty(logits, previous, penalty))
+
+    def sorts_previous(logits, previous, penalty):
+        previous.copy_(previous.sort(dim=-1).values)  # o histórico é do chamador
+        return repetition_penalty(logits, previous, penalty)
+
+    _rejected(ex.check_repetition_penalty, changes_logits, capsys, "modificou `logits` no lugar")
+    _rejected(ex.check_repetition_penalty, sorts_previous, capsys,
+              "modificou `previous` no lugar")
+
+
+def test_penalty_loops_are_rejected_wherever_they_hide(capsys):
+    def for_rows(logits, previous, penalty):
         out = logits.clone()
         for row in range(logits.shape[0]):
             for token in set(previous[row].tolist()):
@@ -288,108 +252,159 @@ def test_penalty_loop_is_rejected(capsys):
                 out[row, token] = value / penalty if value > 0 else value * penalty
         return out
 
-    _rejected(ex.check_repetition_penalty, with_loop, capsys, "laço", "gather")
+    def with_map(logits, previous, penalty):
+        rows = map(lambda lp: repetition_penalty(lp[0][None], lp[1][None], penalty)[0],
+                   zip(logits, previous, strict=True))
+        return torch.stack(list(rows))
+
+    def _one_row(logits, previous, penalty):
+        return repetition_penalty(logits[None], previous[None], penalty)[0]
+
+    def with_helper(logits, previous, penalty):
+        return torch.stack([_one_row(x, p, penalty) for x, p in zip(logits, previous, strict=True)])
+
+    def over_tokens(logits, previous, penalty):
+        out = logits
+        for j in range(previous.shape[1]):
+            seen = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, previous[:, j:j + 1],
+                                                                      True)
+            out = torch.where(seen & (out == logits),
+                              torch.where(logits > 0, logits / penalty, logits * penalty), out)
+        return out
+
+    for answer in (for_rows, with_map, with_helper, over_tokens):
+        _rejected(ex.check_repetition_penalty, answer, capsys, "sem laços", "não cresce")
 
 
-def test_penalty_sign_mistake_is_reported(capsys):
+def test_penalty_table_of_fixed_cases_is_rejected(capsys):
+    (_, fixed_logits, fixed_previous, fixed_penalty), = module._penalty_fixed_cases()
+    answer_table = repetition_penalty(fixed_logits, fixed_previous, fixed_penalty)
+
+    def lookup(logits, previous, penalty):
+        if logits.shape == fixed_logits.shape and torch.equal(logits, fixed_logits):
+            return answer_table.clone()
+        return logits.clone()
+
+    _rejected(ex.check_repetition_penalty, lookup, capsys, "caso sorteado, semente",
+              "difere do esperado")
+
+
+def test_penalty_typical_mistakes_are_diagnosed(capsys):
     def divides_all(logits, previous, penalty):
         return logits.scatter(-1, previous, logits.gather(-1, previous) / penalty)
 
-    _rejected(ex.check_repetition_penalty, divides_all, capsys, "NEGATIVO", "torch.where")
+    def inverted(logits, previous, penalty):
+        seen = logits.gather(-1, previous)
+        return logits.scatter(-1, previous, torch.where(seen > 0, seen * penalty, seen / penalty))
 
-
-def test_penalty_per_occurrence_is_reported(capsys):
-    def accumulates(logits, previous, penalty):
+    def per_occurrence(logits, previous, penalty):
         counts = torch.zeros_like(logits).scatter_add(
-            -1, previous, torch.ones_like(previous, dtype=logits.dtype)
-        )
+            -1, previous, torch.ones_like(previous, dtype=logits.dtype))
         factor = penalty**counts
         return torch.where(logits > 0, logits / factor, logits * factor)
 
-    _rejected(ex.check_repetition_penalty, accumulates, capsys, "POR OCORRÊNCIA")
-
-
-def test_penalty_first_row_history_is_reported(capsys):
     def first_row(logits, previous, penalty):
         return repetition_penalty(logits, previous[:1].expand_as(previous), penalty)
 
-    _rejected(ex.check_repetition_penalty, first_row, capsys, "histórico da primeira")
-
-
-def test_penalty_in_place_is_reported(capsys):
-    def in_place(logits, previous, penalty):
-        logits.copy_(repetition_penalty(logits, previous, penalty))
-        return logits
-
-    _rejected(ex.check_repetition_penalty, in_place, capsys, "no lugar")
-
-
-def test_penalty_other_mistake_gets_generic_message(capsys):
-    def penalizes_everything(logits, previous, penalty):
+    def everything(logits, previous, penalty):
         return torch.where(logits > 0, logits / penalty, logits * penalty)
 
-    _rejected(ex.check_repetition_penalty, penalizes_everything, capsys, "diferença máxima",
-              "histórico da linha")
+    for answer, fragment in [
+        (divides_all, "AUMENTA a chance"),
+        (inverted, "sinal está trocado"),
+        (per_occurrence, "POR OCORRÊNCIA"),
+        (first_row, "histórico da primeira"),
+        (everything, "todos os tokens foram penalizados"),
+    ]:
+        _rejected(ex.check_repetition_penalty, answer, capsys, fragment)
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 3: atenção com cache
 # --------------------------------------------------------------------------------------
+def _split(x, h):
+    b, t, d = x.shape
+    return x.view(b, t, h, d // h).transpose(1, 2)
 
 
-def test_cached_reference_passes(capsys):
-    assert ex.check_cached_attention(cached_attention) is True
-    assert "✅" in capsys.readouterr().out
+def cached_attention(mha, x_new, cache):
+    b, t, d = x_new.shape
+    q, k, v = (_split(z, mha.num_heads) for z in mha.project_qkv(x_new))
+    k, v = cache.update(k, v)
+    out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
 
-def test_cached_stub_is_pending(capsys):
-    assert ex.check_cached_attention(stub) is False
-    assert _pending(capsys.readouterr().out)
-
-
-def test_cached_alternative_with_pytorch_sdpa_passes(capsys):
-    def with_f_sdpa(mha, x_new, cache):
+def test_cached_correct_styles_pass(capsys):
+    def with_f_sdpa_and_weights(mha, x_new, cache):  # F.linear com os pesos empilhados
         b, t, d = x_new.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = mha.project_qkv(x_new)
-        q = q.view(b, t, h, d_h).transpose(1, 2)
-        k = k.view(b, t, h, d_h).transpose(1, 2)
-        v = v.view(b, t, h, d_h).transpose(1, 2)
+        qkv = F.linear(x_new, mha.qkv_proj.weight, mha.qkv_proj.bias)
+        q, k, v = (_split(z, mha.num_heads) for z in qkv.split(d, dim=-1))
         k, v = cache.update(k, v)
         allowed = ~tpt.causal_mask(t, k.shape[-2])  # True = pode atender (convenção do F)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
         return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
-    assert ex.check_cached_attention(with_f_sdpa) is True
-    assert "✅" in capsys.readouterr().out
+    def by_hand(mha, x_new, cache):
+        b, t, d = x_new.shape
+        q, k, v = (_split(z, mha.num_heads) for z in mha.project_qkv(x_new))
+        k, v = cache.update(k, v)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(mha.head_dim)
+        scores = scores.masked_fill(tpt.causal_mask(t, k.shape[-2]), float("-inf"))
+        return mha.out_proj((scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, d))
+
+    for answer in (cached_attention, with_f_sdpa_and_weights, by_hand):
+        _accepted(ex.check_cached_attention, answer, capsys)
 
 
-def test_cached_calling_the_module_is_rejected(capsys):
+def test_cached_calling_the_module_is_rejected_whatever_the_name(capsys):
     def calls_module(mha, x_new, cache):
-        out, _ = mha(x_new, cache=cache, is_causal=True)
-        return out
+        return mha(x_new, cache=cache, is_causal=True)[0]
 
     def calls_forward(mha, x_new, cache):
         return mha.forward(x_new, cache=cache, is_causal=True)[0]
 
-    for answer in (calls_module, calls_forward):
-        _rejected(ex.check_cached_attention, answer, capsys, "MultiHeadAttention", "não vale")
+    def from_the_class(mha, x_new, cache, _f=tpt.MultiHeadAttention.forward):
+        return _f(mha, x_new, cache=cache, is_causal=True)[0]
+
+    through_partial = functools.partial(
+        lambda call, mha, x_new, cache: call(mha, x_new, cache=cache, is_causal=True)[0],
+        type(tpt.MultiHeadAttention(4, 2)).__call__,
+    )
+
+    for answer in (calls_module, calls_forward, from_the_class, through_partial):
+        _rejected(ex.check_cached_attention, answer, capsys, "própria MultiHeadAttention")
 
 
-def _variant(mask: str = "bottom", scale: bool = True, out_proj: bool = True, update=True):
+def test_cached_in_place_is_rejected(capsys):
+    def scales_x_new(mha, x_new, cache):
+        out = cached_attention(mha, x_new, cache)
+        x_new.mul_(2.0)
+        return out
+
+    def touches_weights(mha, x_new, cache):
+        mha.out_proj.weight.mul_(1.0)  # mesmo valor, mas um passo no lugar nos pesos
+        return cached_attention(mha, x_new, cache)
+
+    _rejected(ex.check_cached_attention, scales_x_new, capsys, "modificou `x_new` no lugar")
+    _rejected(ex.check_cached_attention, touches_weights, capsys, "modificou `mha` no lugar")
+
+
+def _variant(mask="bottom", scale="d_h", out_proj=True, update=True, transpose=True):
     def answer(mha, x_new, cache):
         b, t, d = x_new.shape
         h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = mha.project_qkv(x_new)
-        q = q.view(b, t, h, d_h).transpose(1, 2)
-        k = k.view(b, t, h, d_h).transpose(1, 2)
-        v = v.view(b, t, h, d_h).transpose(1, 2)
+        if transpose:
+            q, k, v = (_split(z, h) for z in mha.project_qkv(x_new))
+        else:
+            q, k, v = (z.reshape(b, h, t, d_h) for z in mha.project_qkv(x_new))
         if update:
             k, v = cache.update(k, v)
+        elif update is None:
+            cache.update(k, v)  # guarda, mas atende só aos novos
         s = k.shape[-2]
-        scores = q @ k.transpose(-2, -1)
-        if scale:
-            scores = scores / math.sqrt(d_h)
+        divisor = {"d_h": math.sqrt(d_h), "none": 1.0, "d": math.sqrt(d), "d_h_raw": d_h}[scale]
+        scores = q @ k.transpose(-2, -1) / divisor
         if mask == "bottom":
             scores = scores.masked_fill(tpt.causal_mask(t, s), float("-inf"))
         elif mask == "top":
@@ -400,72 +415,44 @@ def _variant(mask: str = "bottom", scale: bool = True, out_proj: bool = True, up
     return answer
 
 
-def test_cached_variant_helper_is_correct(capsys):
-    assert ex.check_cached_attention(_variant()) is True
-    capsys.readouterr()
-
-
-def test_cached_missing_causal_mask_in_prefill_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(mask="none"), capsys, "futuro", "prefill")
-
-
-def test_cached_top_left_mask_is_reported(capsys):
-    def f_is_causal(mha, x_new, cache):
+def test_cached_typical_mistakes_are_diagnosed(capsys):
+    def f_is_causal(mha, x_new, cache):  # is_causal do F alinha pelo começo
         b, t, d = x_new.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = mha.project_qkv(x_new)
-        q = q.view(b, t, h, d_h).transpose(1, 2)
-        k = k.view(b, t, h, d_h).transpose(1, 2)
-        v = v.view(b, t, h, d_h).transpose(1, 2)
+        q, k, v = (_split(z, mha.num_heads) for z in mha.project_qkv(x_new))
         k, v = cache.update(k, v)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # alinhada pelo começo
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
 
-    for answer in (_variant(mask="top"), f_is_causal):
-        _rejected(ex.check_cached_attention, answer, capsys, "alinhada pelo COMEÇO",
-                  "pedaço 2")
-
-
-def test_cached_missing_scale_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(scale=False), capsys, "sqrt(d_h)")
-
-
-def test_cached_missing_out_proj_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(out_proj=False), capsys, "out_proj")
+    _accepted(ex.check_cached_attention, _variant(), capsys)
+    for answer, fragment in [
+        (_variant(mask="none"), "máscara causal ficou de fora"),
+        (_variant(mask="top"), "alinhada pelo COMEÇO"),
+        (f_is_causal, "alinhada pelo COMEÇO"),
+        (_variant(scale="none"), "faltou dividir"),
+        (_variant(scale="d"), "sqrt(d), a largura do modelo"),
+        (_variant(scale="d_h_raw"), "divididas por d_h"),
+        (_variant(out_proj=False), "mha.out_proj"),
+        (_variant(update=None), "olhou só para os tokens novos"),
+        (_variant(transpose=False), "misturou posições"),
+    ]:
+        _rejected(ex.check_cached_attention, answer, capsys, fragment)
 
 
 def test_cached_cache_not_updated_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(update=False), capsys, "cache.update",
-              "pedaço 1")
-
-
-def test_cached_wrong_head_split_is_reported(capsys):
-    def no_transpose(mha, x_new, cache):
-        b, t, d = x_new.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = mha.project_qkv(x_new)
-        q = q.reshape(b, h, t, d_h)  # sem transpose: mistura posições
-        k = k.reshape(b, h, t, d_h)
-        v = v.reshape(b, h, t, d_h)
-        k, v = cache.update(k, v)
-        out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-    _rejected(ex.check_cached_attention, no_transpose, capsys, "diferença máxima",
-              "transpose(1, 2)")
+    _rejected(ex.check_cached_attention, _variant(update=False), capsys, "o cache tem 0",
+              "cache.update")
 
 
 def test_cached_wrong_shape_is_reported(capsys):
     def only_last(mha, x_new, cache):
         return cached_attention(mha, x_new, cache)[:, -1]
 
-    _rejected(ex.check_cached_attention, only_last, capsys, "(b, t, d)", "(2, 4, 16)")
+    _rejected(ex.check_cached_attention, only_last, capsys, "(b, t, d) = (2, 4, 16)")
 
 
-@pytest.mark.parametrize("check", [ex.check_top_p, ex.check_repetition_penalty,
-                                   ex.check_cached_attention])
-def test_wrong_signature_is_explained(check, capsys):
-    def no_args():
-        return None
-
-    _rejected(check, no_args, capsys, "assinatura")
+def test_checks_leave_the_global_generator_alone():
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    ex.check_cached_attention(cached_attention)
+    assert torch.equal(torch.rand(3), expected)

@@ -1,23 +1,35 @@
-"""Conferências dos exercícios do notebook 10_transformers_modernos (tpt.exercises.modern).
+"""Conferências do notebook 10 (``checks("modern")``).
 
 As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as passa
-pelas conferências). Aqui ficam: o pendente, respostas certas em outros estilos, as
-respostas erradas típicas (cada uma com a sua mensagem) e as regras dos enunciados.
+pelas conferências). Aqui: respostas certas em outros estilos, e as erradas de cada
+classe (entrada modificada no lugar, gradiente cortado, regra burlada por apelido,
+argumento padrão, ``partial`` ou nome ATen, cópias de K/V de cinco jeitos, tabela dos
+casos fixos, enganos típicos), cada uma recusada com a mensagem certa.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 import tpt
-from tpt.exercises import modern as ex
+from tpt.exercises import checks
+from tpt.exercises import modern as module
+
+ex = checks("modern")
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Escreva sua solução aqui")
+
+
+def _accepted(check, answer, capsys):
+    assert check(answer) is True, capsys.readouterr().out
+    assert "✅" in capsys.readouterr().out
 
 
 def _rejected(check, answer, capsys, *fragments):
@@ -29,44 +41,40 @@ def _rejected(check, answer, capsys, *fragments):
     return out
 
 
-def _accepted(check, answer, capsys):
-    assert check(answer) is True, capsys.readouterr().out
-    assert "✅" in capsys.readouterr().out
+def test_checks_expose_only_the_checkers():
+    assert sorted(dir(ex)) == ["check_gqa_attention", "check_merge_partials", "check_rope_half"]
+    for name in ("_rope_half", "_gqa", "_merge", "_partial", "_ROPE_VARIANTS"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, name)
 
 
-def test_stubs_are_pending(capsys):
-    for check in (ex.check_rope_half, ex.check_gqa_attention, ex.check_merge_partials):
-        assert check(stub) is False
-        out = capsys.readouterr().out
-        assert "⏳" in out and "ainda não resolvido" in out
+@pytest.mark.parametrize("check", [ex.check_rope_half, ex.check_gqa_attention,
+                                   ex.check_merge_partials])
+def test_stub_is_pending(check, capsys):
+    assert check(stub) is False
+    out = capsys.readouterr().out
+    assert "⏳" in out and "ainda não resolvido" in out
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 1: RoPE metade e metade
 # --------------------------------------------------------------------------------------
-def _rope_half(x, theta=10000.0, *, start=0, scale=2.0, sign=1.0, repeat="cat", layout="half"):
+def rope_half(x, theta=10000.0):
     t, d = x.shape[-2], x.shape[-1]
-    freqs = theta ** (-scale * torch.arange(d // 2, dtype=torch.float64) / d)
-    angles = torch.arange(start, start + t, dtype=torch.float64)[:, None] * freqs  # (t, d/2)
-    if repeat == "cat":
-        angles = torch.cat((angles, angles), dim=-1)
-    else:
-        angles = angles.repeat_interleave(2, dim=-1)
-    if layout == "half":
-        rotated = torch.cat((-x[..., d // 2 :], x[..., : d // 2]), dim=-1)
-    else:
-        rotated = torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
-    return x * angles.cos() + sign * rotated * angles.sin()
+    freqs = theta ** (-2 * torch.arange(d // 2, dtype=torch.float64) / d)
+    angles = torch.arange(t, dtype=torch.float64)[:, None] * freqs
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+    return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
 
-def test_rope_half_alternative_styles_pass(capsys):
-    def with_chunks(x, theta=10000.0):  # float32 por dentro, chunk e complexos não
+def test_rope_half_correct_styles_pass(capsys):
+    def with_chunks_in_float32(x, theta=10000.0):
         d = x.shape[-1]
         x1, x2 = x.float().chunk(2, dim=-1)
         inv = 1.0 / theta ** (torch.arange(0, d, 2).float() / d)
         ang = torch.outer(torch.arange(x.shape[-2]).float(), inv)
-        cos, sin = ang.cos(), ang.sin()
-        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        return torch.cat((x1 * ang.cos() - x2 * ang.sin(), x2 * ang.cos() + x1 * ang.sin()), -1)
 
     def with_complex(x, theta=10000.0):
         d = x.shape[-1]
@@ -77,216 +85,334 @@ def test_rope_half_alternative_styles_pass(capsys):
         z = z * torch.polar(torch.ones_like(ang), ang)
         return torch.cat((z.real, z.imag), dim=-1)
 
-    _accepted(ex.check_rope_half, _rope_half, capsys)
-    _accepted(ex.check_rope_half, with_chunks, capsys)
-    _accepted(ex.check_rope_half, with_complex, capsys)
+    for answer in (rope_half, with_chunks_in_float32, with_complex):
+        _accepted(ex.check_rope_half, answer, capsys)
 
 
-def test_rope_half_typical_mistakes(capsys):
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th, layout="pairs",
-              repeat="interleave"), capsys, "pares de coordenadas vizinhas")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th, repeat="interleave"),
-              capsys, "torch.cat((f, f))")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th, sign=-1.0), capsys,
-              "sentido contrário")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th, scale=1.0), capsys,
-              "expoente")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th, start=1), capsys,
-              "começam em 0")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, 10000.0), capsys,
-              "theta=100", "diferença máxima")
-    _rejected(ex.check_rope_half, lambda x, th: 2 * _rope_half(x, th), capsys,
-              "não é uma rotação")
-    _rejected(ex.check_rope_half, lambda x, th: _rope_half(x, th)[..., :-1, :], capsys,
-              "esperava a forma")
+def _through_tpt(x, theta, rope_class=tpt.RotaryEmbedding):
+    d = x.shape[-1]
+    perm = torch.stack((torch.arange(d // 2), torch.arange(d // 2) + d // 2), -1).flatten()
+    rope = rope_class(d, max_len=x.shape[-2], theta=theta).to(x.dtype)
+    return rope(x[..., perm])[..., perm.argsort()]
 
 
-def test_rope_half_rules(capsys):
-    def with_tpt(x, theta=10000.0):  # converte o arranjo e chama o tpt: proibido
-        d = x.shape[-1]
-        perm = torch.stack((torch.arange(d // 2), torch.arange(d // 2) + d // 2), -1).flatten()
-        rope = tpt.RotaryEmbedding(d, max_len=x.shape[-2], theta=theta).double()
-        return rope(x[..., perm])[..., perm.argsort()]
+def test_rope_half_rule_is_what_runs(capsys):
+    def direct(x, theta=10000.0):  # converte o arranjo e usa o tpt
+        return _through_tpt(x, theta)
 
-    def with_apply_rope(x, theta=10000.0):
+    def default_argument(x, theta=10000.0, _apply=tpt.apply_rope):
         t, d = x.shape[-2], x.shape[-1]
-        return tpt.apply_rope(x, torch.ones(t, d), torch.zeros(t, d))
+        return _apply(x, torch.ones(t, d, dtype=x.dtype), torch.zeros(t, d, dtype=x.dtype))
 
+    partial = functools.partial(_through_tpt, rope_class=tpt.positional.RotaryEmbedding)
+
+    for answer in (direct, default_argument, partial):
+        _rejected(ex.check_rope_half, answer, capsys, "tpt.apply_rope ou tpt.RotaryEmbedding")
+
+
+def test_rope_half_in_place_and_cut_gradient_are_rejected(capsys):
     def in_place(x, theta=10000.0):
-        x.mul_(1.0)
-        x += 0.0
-        out = _rope_half(x, theta)
+        out = rope_half(x, theta)
         x.zero_()
         return out
 
-    _rejected(ex.check_rope_half, with_tpt, capsys, "não use tpt.apply_rope")
-    _rejected(ex.check_rope_half, with_apply_rope, capsys, "não use tpt.apply_rope")
-    _rejected(ex.check_rope_half, in_place, capsys, "modificou x no lugar")
-    # As funções proibidas voltam ao normal depois da conferência.
-    x = torch.randn(1, 3, 4)
-    assert tpt.RotaryEmbedding(4, max_len=3)(x).shape == x.shape
-    assert tpt.apply_rope(x, torch.ones(3, 4), torch.zeros(3, 4)).shape == x.shape
+    def under_no_grad(x, theta=10000.0):
+        with torch.no_grad():
+            return rope_half(x, theta)
+
+    def detached(x, theta=10000.0):
+        return rope_half(x.detach(), theta)
+
+    _rejected(ex.check_rope_half, in_place, capsys, "modificou `x` no lugar")
+    for answer in (under_no_grad, detached):
+        _rejected(ex.check_rope_half, answer, capsys, "não tem gradiente")
+
+
+def test_rope_half_table_of_fixed_cases_is_rejected(capsys):
+    seen = {}
+
+    def memorizes_shapes(x, theta=10000.0):  # "sabe" os casos fixos pela forma
+        if x.shape in {(1, 6, 8), (2, 3, 5, 16), (7, 4)}:
+            return rope_half(x, theta)
+        seen[x.shape] = True
+        return x.clone()
+
+    _rejected(ex.check_rope_half, memorizes_shapes, capsys, "caso sorteado, semente")
+    assert seen
+
+
+def test_rope_half_typical_mistakes_are_diagnosed(capsys):
+    def pairs(x, theta=10000.0):
+        return module._rope_pairs(x, theta)
+
+    def interleaved_angles(x, theta=10000.0):
+        return module._rope_half(x, theta, angles="interleave")
+
+    for answer, fragment in [
+        (pairs, "pares de coordenadas vizinhas"),
+        (interleaved_angles, "torch.cat((f, f))"),
+        (lambda x, th: module._rope_half(x, th, sign=-1.0), "sentido contrário"),
+        (lambda x, th: module._rope_half(x, th, scale=1.0), "expoente"),
+        (lambda x, th: module._rope_half(x, th, start=1), "começam em 0"),
+        (lambda x, th: 2 * rope_half(x, th), "a norma de algum vetor mudou"),
+        (lambda x, th: rope_half(x, 10000.0), "theta=100"),
+        (lambda x, th: rope_half(x, th)[..., :-1, :], "esperava a saída com forma"),
+    ]:
+        _rejected(ex.check_rope_half, answer, capsys, fragment)
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: GQA sem repetir K e V
 # --------------------------------------------------------------------------------------
-def _gqa_view(q, k, v):
+def gqa_view(q, k, v):
     b, h, t, d_h = q.shape
-    h_kv = k.shape[1]
-    g = h // h_kv
-    qg = q.reshape(b, h_kv, g * t, d_h)  # (b, h_kv, g·t, d_h): o grupo vira linhas
-    w = torch.softmax(qg @ k.transpose(-2, -1) / math.sqrt(d_h), dim=-1)  # (b, h_kv, g·t, s)
+    g = h // k.shape[1]
+    w = torch.softmax(q.reshape(b, -1, g * t, d_h) @ k.transpose(-2, -1) / math.sqrt(d_h), -1)
     return (w @ v).reshape(b, h, t, d_h)
 
 
-def test_gqa_alternative_styles_pass(capsys):
-    def with_unsqueeze(q, k, v):  # (b, h_kv, g, t, d) contra (b, h_kv, 1, s, d)
-        b, h, t, d = q.shape
-        h_kv = k.shape[1]
-        qg = q.view(b, h_kv, h // h_kv, t, d)
-        scores = qg @ k.unsqueeze(2).transpose(-2, -1) / d**0.5
-        return (F.softmax(scores, dim=-1) @ v.unsqueeze(2)).flatten(1, 2)
+def _attend(q, k, v):
+    return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
 
+
+def test_gqa_correct_styles_pass(capsys):
     def with_einsum(q, k, v):
         b, h, t, d = q.shape
-        h_kv = k.shape[1]
-        qg = q.unflatten(1, (h_kv, h // h_kv))
+        qg = q.unflatten(1, (k.shape[1], h // k.shape[1]))
         scores = torch.einsum("bngtd,bnsd->bngts", qg, k) / math.sqrt(d)
         return torch.einsum("bngts,bnsd->bngtd", scores.softmax(-1), v).flatten(1, 2)
 
-    _accepted(ex.check_gqa_attention, _gqa_view, capsys)
-    _accepted(ex.check_gqa_attention, with_unsqueeze, capsys)
-    _accepted(ex.check_gqa_attention, with_einsum, capsys)
-
-
-def test_gqa_repeating_is_rejected(capsys):
-    def repeat_interleave(q, k, v):
+    def loop_over_groups(q, k, v):  # devagar, mas não copia K nem V
         g = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+        outs = [_attend(q[:, j : j + 1], k[:, j // g : j // g + 1], v[:, j // g : j // g + 1])
+                for j in range(q.shape[1])]
+        out = outs[0].new_empty(q.shape[:-1] + (v.shape[-1],))
+        for j, o in enumerate(outs):
+            out[:, j : j + 1] = o
+        return out
 
-    def with_sdpa(q, k, v):
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+    for answer in (gqa_view, with_einsum, loop_over_groups):
+        _accepted(ex.check_gqa_attention, answer, capsys)
 
-    def with_expand(q, k, v):
+
+def _heads(q, k):
+    return torch.arange(q.shape[1]) // (q.shape[1] // k.shape[1])
+
+
+def test_gqa_five_ways_of_copying_k_and_v_are_rejected(capsys):
+    def fancy_index(q, k, v):
+        heads = _heads(q, k)
+        return _attend(q, k[:, heads], v[:, heads])
+
+    def index_select(q, k, v):
+        heads = _heads(q, k)
+        return _attend(q, k.index_select(1, heads), v.index_select(1, heads))
+
+    def broadcast_then_reshape(q, k, v):
         b, h_kv, s, d = k.shape
         g = q.shape[1] // h_kv
-        k = k[:, :, None].expand(b, h_kv, g, s, d).reshape(b, -1, s, d)
-        v = v[:, :, None].expand(b, h_kv, g, s, d).reshape(b, -1, s, d)
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1) @ v
+        target = torch.empty(b, h_kv, g, s, d)
+        kk, _ = torch.broadcast_tensors(k[:, :, None], target)
+        vv, _ = torch.broadcast_tensors(v[:, :, None], target)
+        return _attend(q, kk.reshape(b, -1, s, d), vv.reshape(b, -1, s, d))
 
-    def with_cat(q, k, v):
+    def times_ones(q, k, v):
+        b, h_kv, s, d = k.shape
+        ones = torch.ones(1, 1, q.shape[1] // h_kv, 1, 1, dtype=k.dtype)
+        kk, vv = (k[:, :, None] * ones).flatten(1, 2), (v[:, :, None] * ones).flatten(1, 2)
+        return _attend(q, kk, vv)
+
+    def with_hstack(q, k, v):
         g = q.shape[1] // k.shape[1]
-        heads = torch.arange(q.shape[1]) // g
-        k = torch.cat([k[:, i : i + 1] for i in heads.tolist()], dim=1)
-        v = torch.cat([v[:, i : i + 1] for i in heads.tolist()], dim=1)
-        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
+        kk = torch.hstack([k[:, i : i + 1] for i in range(k.shape[1]) for _ in range(g)])
+        vv = torch.hstack([v[:, i : i + 1] for i in range(v.shape[1]) for _ in range(g)])
+        return _attend(q, kk, vv)
 
-    for answer, name in [
-        (repeat_interleave, "Tensor.repeat_interleave"),
-        (with_sdpa, "F.scaled_dot_product_attention"),
-        (with_expand, "Tensor.expand"),
-        (with_cat, "torch.cat"),
-    ]:
-        _rejected(ex.check_gqa_attention, answer, capsys, f"não use {name}")
-    # Tudo volta ao normal depois.
-    assert torch.cat([torch.ones(1), torch.ones(1)]).shape == (2,)
-    assert torch.ones(1, 2).expand(3, 2).shape == (3, 2)
+    def repeat_interleave(q, k, v):
+        g = q.shape[1] // k.shape[1]
+        return _attend(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1))
+
+    def broadcasting_matmul(q, k, v):  # o PyTorch copia K expandido por baixo
+        b, h, t, d = q.shape
+        qg = q.view(b, k.shape[1], h // k.shape[1], t, d)
+        scores = qg @ k.unsqueeze(2).transpose(-2, -1) / math.sqrt(d)
+        return (scores.softmax(-1) @ v.unsqueeze(2)).flatten(1, 2)
+
+    for answer in (fancy_index, index_select, broadcast_then_reshape, times_ones, with_hstack,
+                   repeat_interleave, broadcasting_matmul):
+        _rejected(ex.check_gqa_attention, answer, capsys, "vezes os elementos de K",
+                  "K ou V foram repetidos")
 
 
-def test_gqa_typical_mistakes(capsys):
-    def modulo_heads(q, k, v):  # a cabeça j usa j % h_kv (o que .repeat faria)
+def test_gqa_fused_attention_is_rejected_by_any_name(capsys):
+    def direct(q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+    def default_argument(q, k, v, _sdpa=F.scaled_dot_product_attention):
+        return _sdpa(q, k, v, enable_gqa=True)
+
+    partial = functools.partial(F.scaled_dot_product_attention, enable_gqa=True)
+
+    def aten_name(q, k, v):  # o núcleo pelo nome ATen, sem passar pelo F
+        g = q.shape[1] // k.shape[1]
+        kk, vv = k.repeat_interleave(g, 1), v.repeat_interleave(g, 1)
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, kk, vv)[0]
+
+    for answer in (direct, default_argument, partial, aten_name):
+        _rejected(ex.check_gqa_attention, answer, capsys, "atenção fundida")
+
+
+def test_gqa_in_place_and_cut_gradient_are_rejected(capsys):
+    def scales_q(q, k, v):
+        q.mul_(1.0)
+        return gqa_view(q, k, v)
+
+    def sorts_k(q, k, v):
+        out = gqa_view(q, k, v)
+        k.copy_(k.flip(-2))
+        return out
+
+    def zeroes_v(q, k, v):
+        out = gqa_view(q, k, v)
+        v.zero_()
+        return out
+
+    def under_no_grad(q, k, v):
+        with torch.no_grad():
+            return gqa_view(q, k, v)
+
+    def detaches_k(q, k, v):
+        return gqa_view(q, k.detach(), v)
+
+    _rejected(ex.check_gqa_attention, scales_q, capsys, "modificou `q` no lugar")
+    _rejected(ex.check_gqa_attention, sorts_k, capsys, "modificou `k` no lugar")
+    _rejected(ex.check_gqa_attention, zeroes_v, capsys, "modificou `v` no lugar")
+    _rejected(ex.check_gqa_attention, under_no_grad, capsys, "não tem gradiente")
+    _rejected(ex.check_gqa_attention, detaches_k, capsys, "gradiente em relação a `k`")
+
+
+def test_gqa_table_of_fixed_cases_is_rejected(capsys):
+    fixed = {shape for _, shape in module._gqa_cases(torch.Generator(), 0)[:4]}
+
+    def memorizes(q, k, v):
+        b, h, t, d_h = q.shape
+        if (b, h, k.shape[1], t, k.shape[2], d_h) in fixed:
+            return gqa_view(q, k, v)
+        return torch.zeros_like(q)
+
+    _rejected(ex.check_gqa_attention, memorizes, capsys, "caso sorteado, semente")
+
+
+def test_gqa_typical_mistakes_are_diagnosed(capsys):
+    def modulo_heads(q, k, v):
         b, h, t, d = q.shape
         h_kv = k.shape[1]
-        qg = q.view(b, h // h_kv, h_kv, t, d).transpose(1, 2)  # (b, h_kv, g, t, d)
-        w = torch.softmax(qg @ k.unsqueeze(2).transpose(-2, -1) / math.sqrt(d), -1)
-        return (w @ v.unsqueeze(2)).transpose(1, 2).reshape(b, h, t, d)
+        qg = q.view(b, h // h_kv, h_kv, t, d).transpose(1, 2).reshape(b, h_kv, -1, d)
+        out = _attend(qg, k, v).view(b, h_kv, h // h_kv, t, d)
+        return out.transpose(1, 2).reshape(b, h, t, d)
 
     def no_scale(q, k, v):
-        return _gqa_view(q * math.sqrt(q.shape[-1]), k, v)
-
-    def grouped_shape(q, k, v):
-        b, h, t, d = q.shape
-        qg = q.reshape(b, k.shape[1], -1, d)
-        return torch.softmax(qg @ k.transpose(-2, -1) / math.sqrt(d), -1) @ v
+        return gqa_view(q * math.sqrt(q.shape[-1]), k, v)
 
     def softmax_on_queries(q, k, v):
         b, h, t, d = q.shape
-        qg = q.reshape(b, k.shape[1], -1, d)
-        w = torch.softmax(qg @ k.transpose(-2, -1) / math.sqrt(d), dim=-2)
+        w = torch.softmax(q.reshape(b, k.shape[1], -1, d) @ k.transpose(-2, -1) / math.sqrt(d),
+                          dim=-2)
         return (w @ v).reshape(b, h, t, d)
 
-    _rejected(ex.check_gqa_attention, modulo_heads, capsys, "j // g", "não j % h_kv")
-    _rejected(ex.check_gqa_attention, no_scale, capsys, "sqrt(d_h)")
-    _rejected(ex.check_gqa_attention, grouped_shape, capsys, "desfazer o agrupamento")
-    _rejected(ex.check_gqa_attention, softmax_on_queries, capsys, "dim=-1")
+    def grouped_shape(q, k, v):
+        b, h, t, d = q.shape
+        return _attend(q.reshape(b, k.shape[1], -1, d), k, v)
+
+    for answer, fragment in [
+        (modulo_heads, "j % h_kv"),
+        (no_scale, "sqrt(d_h)"),
+        (softmax_on_queries, "dim=-1"),
+        (grouped_shape, "desfazer o agrupamento"),
+    ]:
+        _rejected(ex.check_gqa_attention, answer, capsys, fragment)
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 3: juntar resultados parciais
 # --------------------------------------------------------------------------------------
-def _merge(o1, lse1, o2, lse2):
+def merge(o1, lse1, o2, lse2):
     lse = torch.logaddexp(lse1, lse2)
     return o1 * torch.exp(lse1 - lse) + o2 * torch.exp(lse2 - lse), lse
 
 
-def test_merge_alternative_styles_pass(capsys):
-    def with_max(o1, lse1, o2, lse2):  # subtrai o máximo à mão
+def test_merge_correct_styles_pass(capsys):
+    def with_max(o1, lse1, o2, lse2):
         m = torch.maximum(lse1, lse2)
         w1, w2 = torch.exp(lse1 - m), torch.exp(lse2 - m)
         return (o1 * w1 + o2 * w2) / (w1 + w2), m + torch.log(w1 + w2)
 
-    def with_sigmoid(o1, lse1, o2, lse2):  # peso do bloco 1 = sigmoid(lse1 - lse2)
+    def with_sigmoid(o1, lse1, o2, lse2):
         a = torch.sigmoid(lse1 - lse2)
         return a * o1 + (1 - a) * o2, torch.logaddexp(lse1, lse2)
 
-    _accepted(ex.check_merge_partials, _merge, capsys)
-    _accepted(ex.check_merge_partials, with_max, capsys)
-    _accepted(ex.check_merge_partials, with_sigmoid, capsys)
+    for answer in (merge, with_max, with_sigmoid):
+        _accepted(ex.check_merge_partials, answer, capsys)
 
 
-def test_merge_typical_mistakes(capsys):
+@pytest.mark.parametrize("name", ["o1", "lse1", "o2", "lse2"])
+def test_merge_in_place_of_each_input_is_rejected(name, capsys):
+    def changes_one(o1, lse1, o2, lse2):
+        out = merge(o1, lse1, o2, lse2)
+        {"o1": o1, "lse1": lse1, "o2": o2, "lse2": lse2}[name].add_(1.0)
+        return out
+
+    _rejected(ex.check_merge_partials, changes_one, capsys, f"modificou `{name}` no lugar")
+
+
+def test_merge_cut_gradient_is_rejected(capsys):
+    def under_no_grad(o1, lse1, o2, lse2):
+        with torch.no_grad():
+            return merge(o1, lse1, o2, lse2)
+
+    def detached_weights(o1, lse1, o2, lse2):
+        lse = torch.logaddexp(lse1, lse2).detach()
+        return o1 * torch.exp(lse1 - lse) + o2 * torch.exp(lse2 - lse), lse
+
+    _rejected(ex.check_merge_partials, under_no_grad, capsys, "não tem gradiente")
+    _rejected(ex.check_merge_partials, detached_weights, capsys, "gradiente em relação a")
+
+
+def test_merge_table_of_fixed_cases_is_rejected(capsys):
+    def memorizes(o1, lse1, o2, lse2):  # só acerta os lotes (1,) e (2, 2) dos casos fixos
+        if o1.dim() == 4 or o1.shape[0] == 1:
+            return merge(o1, lse1, o2, lse2)
+        return (o1 + o2) / 2, torch.maximum(lse1, lse2)
+
+    _rejected(ex.check_merge_partials, memorizes, capsys, "caso sorteado, semente")
+
+
+def test_merge_typical_mistakes_are_diagnosed(capsys):
     def naive_exp(o1, lse1, o2, lse2):
         w1, w2 = torch.exp(lse1), torch.exp(lse2)
         return (o1 * w1 + o2 * w2) / (w1 + w2), torch.log(w1 + w2)
 
-    def average(o1, lse1, o2, lse2):
-        return (o1 + o2) / 2, torch.logaddexp(lse1, lse2)
-
-    def lse_sum(o1, lse1, o2, lse2):
-        return _merge(o1, lse1, o2, lse2)[0], lse1 + lse2
-
-    def lse_max(o1, lse1, o2, lse2):
-        return _merge(o1, lse1, o2, lse2)[0], torch.maximum(lse1, lse2)
-
-    def swapped(o1, lse1, o2, lse2):
-        lse = torch.logaddexp(lse1, lse2)
-        return o1 * torch.exp(lse2 - lse) + o2 * torch.exp(lse1 - lse), lse
-
-    def only_output(o1, lse1, o2, lse2):
-        return _merge(o1, lse1, o2, lse2)[0]
-
-    def lse_without_keepdim(o1, lse1, o2, lse2):
-        out, lse = _merge(o1, lse1, o2, lse2)
-        return out, lse.squeeze(-1)
-
-    _rejected(ex.check_merge_partials, naive_exp, capsys, "inf ou NaN", "torch.logaddexp")
-    _rejected(ex.check_merge_partials, average, capsys, "média simples")
-    _rejected(ex.check_merge_partials, lse_sum, capsys, "não a soma nem o máximo")
-    _rejected(ex.check_merge_partials, lse_max, capsys, "não a soma nem o máximo")
-    _rejected(ex.check_merge_partials, swapped, capsys, "pesos estão trocados")
-    _rejected(ex.check_merge_partials, only_output, capsys, "tupla (saída, lse)")
-    _rejected(ex.check_merge_partials, lse_without_keepdim, capsys, "(..., t, 1)")
+    for answer, fragment in [
+        (naive_exp, "estoura"),
+        (lambda o1, l1, o2, l2: ((o1 + o2) / 2, torch.logaddexp(l1, l2)), "média simples"),
+        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], l1 + l2), "não a soma"),
+        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], torch.maximum(l1, l2)),
+         "não o máximo"),
+        (lambda o1, l1, o2, l2: merge(o1, l2, o2, l1), "pesos estão trocados"),
+        (lambda o1, l1, o2, l2: merge(o1, l1, o2, l2)[0], "tupla (saída, lse)"),
+        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], merge(o1, l1, o2, l2)[1][..., 0]),
+         "esperava o lse com forma"),
+    ]:
+        _rejected(ex.check_merge_partials, answer, capsys, fragment)
 
 
 def test_merge_large_scores_really_overflow():
-    # O caso de pontuações grandes precisa de fato estourar a conta ingênua em float64.
-    generator = torch.Generator().manual_seed(21)
-    for batch, t, s, scale in ex._MERGE_CASES:
-        q = torch.randn(*batch, t, 4, generator=generator, dtype=torch.float64) * scale
-        k = torch.randn(*batch, s, 4, generator=generator, dtype=torch.float64)
-        torch.randn(*batch, s, 4, generator=generator, dtype=torch.float64)
-        lse = ex._partial(q, k, k)[1]
-        if scale > 1:
-            assert not torch.isfinite(torch.exp(lse)).all()
+    # O caso de pontuações enormes precisa de fato estourar a conta ingênua em float64.
+    gen, seed = torch.Generator().manual_seed(0), 0
+    huge = [case for case in module._merge_cases(gen, seed) if case[-1] > 100]
+    assert huge
+    _, batch, t, s, scale = huge[0]
+    q = torch.randn(*batch, t, 4, dtype=torch.float64) * scale
+    k = torch.randn(*batch, s, 4, dtype=torch.float64)
+    lse = module._partial(q, k, k)[1]
+    assert not torch.isfinite(torch.exp(lse)).all()

@@ -1,57 +1,33 @@
-"""Conferências dos exercícios de notebooks/09_geracao.ipynb.
+"""Exercícios do notebook 09 (geração): ``ex = checks("generation")``.
 
-Três exercícios, na ordem do notebook:
+1. :func:`check_top_p`: o filtro top-p (amostragem de núcleo) escrito pelo aluno.
+2. :func:`check_repetition_penalty`: a penalidade de repetição do CTRL, sem laços.
+3. :func:`check_cached_attention`: um passo de atenção com ``tpt.KVCache``, a partir das
+   projeções de uma ``tpt.MultiHeadAttention``.
 
-1. :func:`check_top_p`: a amostragem de núcleo (top-p) escrita pelo aluno, sem
-   ``tpt.generation.top_p_filter``: dado ``logits`` ``(..., V)`` e ``p``, manter o
-   **menor** conjunto de tokens mais prováveis cuja probabilidade somada é ``>= p`` e
-   pôr ``-inf`` nos demais. Casos de borda: empates (qualquer escolha entre tokens
-   empatados é aceita, desde que o conjunto seja mínimo), ``p = 1`` (não filtra nada,
-   mesmo com a soma acumulada em float arredondando para baixo), ``p`` minúsculo (fica
-   pelo menos o mais provável), logits enormes e ``-inf`` já presentes.
-2. :func:`check_repetition_penalty`: a penalidade de repetição do CTRL (Keskar et al.,
-   2019) para um lote, **sem laços** em Python: cada token que já aparece no histórico
-   da **sua** linha tem o logit dividido por ``penalty`` se for positivo e multiplicado
-   se for negativo, uma vez só, por mais que se repita.
-3. :func:`check_cached_attention`: um passo de atenção com cache de chaves e valores,
-   a partir das projeções de uma ``tpt.MultiHeadAttention``: projetar **só** os tokens
-   novos, acrescentá-los ao ``KVCache`` e atender às chaves guardadas com a máscara
-   causal alinhada ao fim. A saída deve ser igual à da atenção sem cache sobre a
-   sequência inteira. Regra: sem chamar a própria ``MultiHeadAttention`` (o ``forward``
-   fica bloqueado durante a conferência).
-
-Cada conferência compara com uma referência e, quando a resposta erra, procura o engano
-mais provável (probabilidades no lugar de logits, o token que cruza o limiar jogado
-fora, saída na ordem ordenada, sinal da penalidade, máscara causal esquecida no prefill
-ou alinhada pelo começo, cache que não cresce...) para dizer, em português, o que
-corrigir.
+Cada conferência usa a máquina comum (``core``, ``rules``, ``guards``): as entradas são
+as de verdade (e conferidas depois da chamada), há casos fixos e casos sorteados a cada
+execução, e um diagnóstico só aparece quando a variante errada correspondente foi
+calculada e bateu com a resposta. As regras valem pelo que **roda**: "não use
+``top_p_filter``" e "não chame a ``MultiHeadAttention``" olham as funções Python que
+executaram (pelo código delas, não pelo nome), "sem laços" conta as operações ATen em
+dois tamanhos.
 """
 
 from __future__ import annotations
 
-import inspect
-import math
+import contextlib
+import sys
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-import tpt
-import tpt.generation
 from tpt.attention import MultiHeadAttention
-from tpt.exercises import (
-    ExerciseError,
-    _code_objects,
-    _function_code,
-    exercise,
-    expect,
-    forbid,
-    references,
-    uses_loops,
-)
+from tpt.exercises.core import ExerciseError, exercise, expect, expect_close, max_abs_diff
+from tpt.exercises.guards import call_answer, case_generator
+from tpt.exercises.rules import op_counts_by_size
 from tpt.generation import top_p_filter as _tpt_top_p_filter
 from tpt.kv_cache import KVCache
 from tpt.masks import causal_mask
@@ -62,369 +38,365 @@ __all__ = ["check_top_p", "check_repetition_penalty", "check_cached_attention"]
 _ATOL = 1e-5
 
 
-def _shape(value: Any) -> str:
-    return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
+# GENÉRICO: quais funções Python rodaram durante um bloco, reconhecidas pelo objeto de
+# código (um apelido, um argumento padrão, um functools.partial ou um método pego da
+# classe chegam ao mesmo código). Serve para regras como "não chame X" quando X é uma
+# função do tpt, que não tem uma operação ATen própria para o record_ops enxergar.
+@contextlib.contextmanager
+def _python_calls(*functions: Callable[..., Any]) -> Iterator[set[Callable[..., Any]]]:
+    codes = {f.__code__: f for f in functions}
+    ran: set[Callable[..., Any]] = set()
 
+    def profiler(frame: Any, event: str, _arg: Any) -> None:
+        if event == "call" and frame.f_code in codes:
+            ran.add(codes[frame.f_code])
 
-def _max_diff(a: Tensor, b: Tensor) -> str:
-    diff = (a.double() - b.double()).abs()
-    diff = diff.masked_fill(torch.isnan(diff), float("inf"))
-    return fmt(diff.max().item(), sci=True)
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else ""
-
-
-def _call(fn: Callable[..., Any], args: tuple[Any, ...], where: str, hint: str) -> Any:
-    """Chama a função do aluno; um erro do PyTorch vira uma explicação em português."""
+    previous = sys.getprofile()
+    sys.setprofile(profiler)
     try:
-        return fn(*args)
-    except (NotImplementedError, ExerciseError):
-        raise
-    except TypeError as err:
-        if "positional argument" in str(err) or "unexpected keyword" in str(err):
-            raise ExerciseError(
-                f"{where}, a conferência chamou a sua função com {len(args)} argumentos e ela "
-                f"os recusou. Confira a assinatura pedida no enunciado (mensagem original: "
-                f"{_first_line(err)})"
-            ) from None
-        raise ExerciseError(
-            f"{where}, sua função levantou TypeError. {hint} (mensagem original: "
-            f"{_first_line(err)})"
-        ) from None
-    except Exception as err:
-        raise ExerciseError(
-            f"{where}, sua função levantou {type(err).__name__}. {hint} (mensagem original: "
-            f"{_first_line(err)})"
-        ) from None
+        yield ran
+    finally:
+        sys.setprofile(previous)
 
 
-def _as_tensor(value: Any, where: str, shape: tuple[int, ...]) -> Tensor:
+def _expect_float_like(received: Any, expected: Tensor, where: str) -> Tensor:
+    """A resposta é um tensor float com a forma do esperado? Devolve-o sem grafo."""
     expect(
-        isinstance(value, Tensor),
-        f"{where}: esperava um tensor de forma {shape}; recebi {type(value).__name__}.",
+        isinstance(received, Tensor),
+        f"{where}, esperava um tensor; recebi {type(received).__name__}.",
     )
     expect(
-        tuple(value.shape) == shape,
-        f"{where}: esperava a forma {shape}, a mesma da entrada; recebi {_shape(value)}.",
+        tuple(received.shape) == tuple(expected.shape),
+        f"{where}, esperava a forma {tuple(expected.shape)} (a mesma dos logits); recebi "
+        f"{tuple(received.shape)}.",
     )
     expect(
-        value.is_floating_point(),
-        f"{where}: esperava um tensor float (logits); recebi dtype {value.dtype}.",
+        received.is_floating_point(),
+        f"{where}, esperava um tensor float (logits); recebi dtype {received.dtype}.",
     )
-    return value.detach()
+    return received.detach()
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: top-p (amostragem de núcleo) escrito por você
+# Exercício 1: top-p escrito por você
 # --------------------------------------------------------------------------------------
-
-_TOP_P_RULE = (
-    "o exercício pede o filtro top-p escrito por você (ordenar, somar, cortar e voltar à "
-    "ordem do vocabulário), sem tpt.generation.top_p_filter. A função do tpt serve para "
-    "conferir depois, não para a resposta."
-)
 _TOP_P_HINT = (
-    "Confira as formas: ordene ao longo do último eixo (dim=-1), some com cumsum(dim=-1) e "
-    "devolva um tensor com a forma dos logits."
+    "Ordene ao longo do último eixo (dim=-1), some com cumsum(dim=-1) e devolva um tensor "
+    "com a forma dos logits."
 )
 
 
-def _logits_from_probs(probs: list[float]) -> Tensor:
+def _from_probs(probs: list[float]) -> Tensor:
     return torch.tensor(probs, dtype=torch.float64).log().float()
 
 
-def _top_p_cases() -> list[tuple[str, Tensor, float]]:
-    """(descrição, logits, p). Sem empates na fronteira, salvo no caso dos empates."""
+def _top_p_fixed_cases() -> list[tuple[str, Tensor, float]]:
+    """(descrição, logits, p): os casos de borda do enunciado."""
     gen = torch.Generator().manual_seed(9)
-    # O exemplo do enunciado, fora de ordem: 0,5 0,2 0,15 0,1 0,05 embaralhados.
-    shuffled = _logits_from_probs([0.1, 0.5, 0.05, 0.2, 0.15])
-    peaked_and_flat = torch.stack(
-        [
-            _logits_from_probs([0.9, 0.04, 0.03, 0.02, 0.01]),
-            _logits_from_probs([0.22, 0.21, 0.2, 0.19, 0.18]),
-        ]
+    shuffled = _from_probs([0.1, 0.5, 0.05, 0.2, 0.15])
+    two_rows = torch.stack(
+        [_from_probs([0.9, 0.04, 0.03, 0.02, 0.01]), _from_probs([0.22, 0.21, 0.2, 0.19, 0.18])]
     )  # (2, 5): linhas diferentes guardam quantidades diferentes
-    three_d = torch.randn(2, 3, 7, generator=gen) * 2.0  # (2, 3, 7)
     long_tail = torch.cat([torch.randn(20, generator=gen), torch.full((30,), -40.0)])  # (50,)
-    with_inf = torch.tensor([1.0, float("-inf"), 3.0, 0.5, float("-inf"), 2.0])
-    huge = torch.tensor([1000.0, 998.0, 990.0, 997.0])
     return [
         ("logits do enunciado (probabilidades 0,1 0,5 0,05 0,2 0,15), p=0,65", shuffled, 0.65),
-        ("os mesmos logits, p=0,9", shuffled, 0.9),
-        ("um lote (2, 5) com uma linha concentrada e outra espalhada, p=0,8", peaked_and_flat,
-         0.8),
-        ("logits aleatórios de forma (2, 3, 7), p=0,7", three_d, 0.7),
+        ("um lote (2, 5) com uma linha concentrada e outra espalhada, p=0,8", two_rows, 0.8),
+        (
+            "logits aleatórios de forma (2, 3, 7), p=0,7",
+            torch.randn(2, 3, 7, generator=gen) * 2,
+            0.7,
+        ),
         ("50 logits, 30 deles quase impossíveis (-40), p=1", long_tail, 1.0),
         ("logits do enunciado, p=0,0001", shuffled, 1e-4),
-        ("logits que já têm -inf (depois de um top-k), p=0,9", with_inf, 0.9),
-        ("logits enormes [1000, 998, 990, 997], p=0,9", huge, 0.9),
+        (
+            "logits que já têm -inf (depois de um top-k), p=0,9",
+            torch.tensor([1.0, float("-inf"), 3.0, 0.5, float("-inf"), 2.0]),
+            0.9,
+        ),
+        ("logits enormes [1000, 998, 990, 997], p=0,9", torch.tensor([1000.0, 998, 990, 997]), 0.9),
+        ("quatro logits empatados [2, 2, 2, 2, 0], p=0,5", torch.tensor([2.0, 2, 2, 2, 0]), 0.5),
     ]
 
 
-def _nucleus_size(probs: Tensor, p: float) -> Tensor:
+def _top_p_random_case(gen: torch.Generator, seed: int) -> tuple[str, Tensor, float]:
+    """Logits ``(b, V)`` sorteados e um ``p`` longe de qualquer soma parcial (sem ambiguidade)."""
+    b = int(torch.randint(1, 4, (), generator=gen))
+    vocab = int(torch.randint(6, 40, (), generator=gen))
+    spread = float(torch.empty(()).uniform_(0.5, 3, generator=gen))
+    logits = torch.randn(b, vocab, generator=gen) * spread  # (b, V)
+    probs = logits.double().softmax(-1).sort(dim=-1, descending=True).values  # (b, V)
+    partial_sums = torch.cat([torch.zeros(b, 1, dtype=torch.float64), probs.cumsum(-1)], dim=-1)
+    while True:
+        p = float(torch.empty(()).uniform_(0.05, 0.97, generator=gen))
+        if bool(((partial_sums - p).abs() > 1e-3).all()):
+            break
+    where = f"logits sorteados de forma {(b, vocab)}, p={fmt(p, 4)} (caso sorteado, semente {seed})"
+    return where, logits, p
+
+
+def _nucleus(logits: Tensor, p: float, *, fill: float = float("-inf")) -> Tensor:
+    """A resposta certa (desempate pela ordem do sort): logits no núcleo, ``fill`` fora."""
+    if p >= 1.0:
+        return logits.clone()
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
+    probs = sorted_logits.double().softmax(dim=-1)  # (..., V)
+    remove_sorted = probs.cumsum(-1) - probs >= p  # soma dos ANTERIORES já passou de p
+    remove = remove_sorted.scatter(-1, order, remove_sorted)  # (..., V) na ordem do vocabulário
+    return logits.masked_fill(remove, fill)
+
+
+def _nucleus_size(logits: Tensor, p: float) -> Tensor:
     """Tamanho do menor conjunto com soma >= p, por linha: ``(..., V) -> (...)``."""
-    sorted_probs = probs.sort(dim=-1, descending=True).values  # (..., V)
-    before = sorted_probs.cumsum(-1) - sorted_probs  # soma dos anteriores, (..., V)
-    return (before < p - 1e-12).sum(-1).clamp(min=1)  # (...)
+    return torch.isfinite(_nucleus(logits, p)).sum(-1)
 
 
-def _is_valid_nucleus(logits: Tensor, kept: Tensor, p: float) -> bool:
-    """``kept`` (..., V) é um núcleo mínimo válido? Aceita qualquer desempate."""
-    probs = F.softmax(logits.double(), dim=-1)  # (..., V)
+def _is_valid_nucleus(logits: Tensor, received: Tensor, p: float) -> bool:
+    """Logits originais num conjunto mínimo dos mais prováveis, ``-inf`` no resto (aceita
+    qualquer desempate entre tokens empatados)."""
+    kept = torch.isfinite(received)  # (..., V)
+    if not bool(torch.isneginf(received[~kept]).all()):
+        return False  # NaN ou +inf fora do núcleo
+    if max_abs_diff(received[kept], logits[kept]) > _ATOL:
+        return False  # os logits mantidos mudaram
     if p >= 1.0:
         return bool((kept | torch.isneginf(logits)).all())
-    finite = ~torch.isneginf(logits)
-    if bool((kept & ~finite).any()):
+    if not torch.equal(kept.sum(-1), _nucleus_size(logits, p)):
         return False
-    size_ok = torch.equal(kept.sum(-1), _nucleus_size(probs, p))
-    # Todo token guardado é pelo menos tão provável quanto qualquer um jogado fora.
+    probs = logits.double().softmax(-1)  # (..., V)
     low_kept = probs.masked_fill(~kept, float("inf")).min(-1).values  # (...)
     high_dropped = probs.masked_fill(kept, float("-inf")).max(-1).values  # (...)
-    top_ok = bool((low_kept >= high_dropped - 1e-12).all())
-    mass_ok = bool(((probs * kept).sum(-1) >= p - 1e-9).all())
-    return size_ok and top_ok and mass_ok
+    return bool((low_kept >= high_dropped - 1e-12).all())
 
 
-def _diagnose_top_p(logits: Tensor, received: Tensor, p: float, where: str) -> None:
-    """Procura o engano mais provável e levanta a mensagem dele."""
-    probs = F.softmax(logits.double(), dim=-1)  # (..., V)
-    expect(
-        not bool(torch.isnan(received).any()),
-        f"{where}: a saída tem NaN. Com logits grandes, exp(logit) estoura: use F.softmax "
-        "(ou subtraia o máximo antes do exp) para ter as probabilidades.",
-    )
-    zeroed = (received == 0) & (logits != 0)  # removidos com 0 em vez de -inf?
-    expect(
-        not bool(zeroed.any()) or bool(torch.isneginf(received).any()),
-        f"{where}: os tokens removidos viraram 0, não -inf. Um logit 0 ainda tem "
-        "probabilidade exp(0) > 0 depois do softmax: use float('-inf').",
-    )
-    kept = torch.isfinite(received)  # (..., V)
-    kept_values = received[kept].double()
-    expect(
-        not (
-            kept_values.numel() > 0
-            and bool(((kept_values >= 0) & (kept_values <= 1)).all())
-            and not torch.allclose(kept_values, logits[kept].double(), atol=_ATOL)
+def _top_p_variants(logits: Tensor, p: float) -> list[tuple[str, Tensor]]:
+    """Os enganos típicos, calculados: (diagnóstico, saída que esse engano dá)."""
+    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
+    sorted_probs = sorted_logits.float().softmax(-1)  # (..., V)
+    cumulative = sorted_probs.cumsum(-1)  # (..., V)
+
+    def back(remove_sorted: Tensor) -> Tensor:  # (..., V) ordenado -> ordem do vocabulário
+        return remove_sorted.scatter(-1, order, remove_sorted)
+
+    crossing = cumulative > p  # corta o token que cruza o limiar
+    crossing[..., 0] = False
+    exp = sorted_logits.double().exp()  # estoura com logits enormes
+    manual = exp / exp.sum(-1, keepdim=True)
+    kept = torch.isfinite(_nucleus(logits, p))
+    tied = _nucleus(logits, p).masked_fill(~kept, float("inf")).min(-1, keepdim=True).values
+    return [
+        (
+            "o token que cruza o limiar foi jogado fora. Ele também fica: guarde o token i "
+            "enquanto a soma dos ANTERIORES a ele ainda é < p (cortar onde a soma acumulada, "
+            "já com o próprio token, passa de p tira um token a mais).",
+            logits.masked_fill(back(crossing), float("-inf")),
         ),
-        f"{where}: sua função devolveu probabilidades (depois do softmax). Devolva os "
-        "logits originais nos tokens mantidos e -inf nos outros: quem transforma em "
-        "probabilidades é o sorteio, depois de todos os filtros.",
-    )
-    sorted_logits = logits.sort(dim=-1, descending=True).values  # (..., V)
-    expect(
-        not torch.equal(received, _tpt_top_p_filter(sorted_logits, p))
-        or torch.equal(sorted_logits, logits),
-        f"{where}: a saída ficou na ordem ordenada (do mais provável ao menos). Cada "
-        "posição da saída precisa continuar sendo o mesmo token da entrada: volte à "
-        "ordem do vocabulário com os índices do sort (scatter) antes de devolver.",
-    )
-    expect(
-        bool(kept.any(-1).all()),
-        f"{where}: alguma linha ficou só com -inf. O mais provável sempre fica, mesmo "
-        "quando a probabilidade dele sozinho já passa de p (e o softmax de uma linha só de "
-        "-inf dá NaN).",
-    )
-    expect(
-        bool((kept_values - logits[kept].double()).abs().max() <= _ATOL),
-        f"{where}: os logits mantidos mudaram (diferença máxima "
-        f"{_max_diff(received[kept], logits[kept])}). Mantenha os valores originais; só os "
-        "removidos viram -inf (não renormalize nem devolva log-probabilidades).",
-    )
-    expect(
-        not bool(logits[torch.isfinite(logits)].abs().max() > 80),
-        f"{where}: o núcleo saiu errado com logits grandes. exp(1000) estoura o float "
-        "(vira inf, e inf / inf = NaN): calcule as probabilidades com F.softmax, ou "
-        "subtraia o maior logit antes do exp.",
-    )
-    expect(
-        p < 1.0,
-        f"{where}: com p=1 nada deve ser filtrado, e a sua função removeu "
-        f"{int((~kept & torch.isfinite(logits)).sum())} token(s). Em float, a soma "
-        "acumulada pode terminar em 0,99999994 (menor que 1), e tokens quase impossíveis "
-        "caem fora. Trate p >= 1 à parte (devolva uma cópia dos logits).",
-    )
-    mass = (probs * kept).sum(-1)  # (...)
-    expected_size = _nucleus_size(probs, p)  # (...)
-    expect(
-        bool((mass >= p - 1e-9).all()),
-        f"{where}: os tokens mantidos somam {fmt(mass.min().item(), 3)} de probabilidade, "
-        f"menos que p={fmt(p, 4)}. O token que cruza o limiar também fica: guarde o token "
-        "i enquanto a soma dos anteriores a ele ainda é < p (um erro comum é cortar onde a "
-        "soma acumulada, já incluindo o próprio token, passa de p).",
-    )
-    expect(
-        bool((kept.sum(-1) <= expected_size).all()),
-        f"{where}: você guardou tokens demais ({int(kept.sum(-1).max())} numa linha que "
-        f"precisa de só {int(expected_size.max())}). O núcleo é o menor conjunto cuja soma "
-        "é >= p; com empates, escolha qualquer um dos empatados, mas não todos.",
-    )
-    expect(
-        False,
-        f"{where}: o conjunto mantido não é o dos tokens mais prováveis. Ordene as "
-        "probabilidades em ordem decrescente (descending=True) e volte à ordem do "
-        "vocabulário com os índices do sort.",
-    )
-
-
-def _uses_tpt_top_p(fn: Callable[..., Any]) -> bool:
-    """A função cita ``top_p_filter`` ou um apelido dele (``from ... import X as Y``)?"""
-    if references(fn, "top_p_filter"):
-        return True
-    fn = inspect.unwrap(fn)
-    names = {n for code in _code_objects(_function_code(fn)) for n in code.co_names}
-    scope = getattr(fn, "__globals__", {})
-    cells = [cell.cell_contents for cell in (getattr(fn, "__closure__", None) or ())]
-    return any(scope.get(n) is _tpt_top_p_filter for n in names) or any(
-        c is _tpt_top_p_filter for c in cells
-    )
+        (
+            "a saída ficou na ordem ordenada (do mais provável ao menos provável). Cada posição "
+            "precisa continuar sendo o mesmo token da entrada: volte à ordem do vocabulário com "
+            "os índices do sort (scatter).",
+            _nucleus(sorted_logits, p),
+        ),
+        (
+            "sua função devolveu probabilidades, não os logits. Devolva os logits originais no "
+            "núcleo e -inf fora: o softmax fica para o sorteio, depois de todos os filtros.",
+            logits.double().softmax(-1).masked_fill(~kept, float("-inf")),
+        ),
+        (
+            "os tokens removidos viraram 0, não -inf. Um logit 0 ainda tem probabilidade "
+            "exp(0) > 0 depois do softmax: use float('-inf').",
+            _nucleus(logits, p, fill=0.0),
+        ),
+        *(
+            []
+            if p < 1.0
+            else [
+                (
+                    "com p=1 a soma acumulada em float termina abaixo de 1 (por exemplo "
+                    "0,99999994) e tokens quase impossíveis caíram fora. Trate p >= 1 à parte: "
+                    "nada é filtrado.",
+                    logits.masked_fill(back(cumulative - sorted_probs >= p), float("-inf")),
+                )
+            ]
+        ),
+        (
+            "você manteve todos os tokens empatados com o último do núcleo. O núcleo é o MENOR "
+            "conjunto com soma >= p: entre empatados, fique só com os que faltam.",
+            logits.masked_fill(logits < tied, float("-inf")),
+        ),
+        (
+            "as probabilidades saíram de exp(logit) / soma, que estoura com logits grandes "
+            "(exp(1000) = inf e inf / inf = NaN). Use F.softmax, que subtrai o maior logit antes "
+            "do exp.",
+            logits.masked_fill(back((manual.cumsum(-1) - manual) >= p), float("-inf")),
+        ),
+    ]
 
 
 @exercise("Exercício 1 (top-p escrito por você)")
 def check_top_p(top_p: Callable[[Tensor, float], Tensor]) -> None:
-    """``top_p(logits (..., V), p) -> logits (..., V)`` com ``-inf`` fora do núcleo."""
-    expect(not _uses_tpt_top_p(top_p), f"sua função usa top_p_filter: {_TOP_P_RULE}")
-    cases = _top_p_cases()
-    # Empates: quatro tokens empatados no topo (0,237 cada) e p=0,5 pedem exatamente 3.
-    cases.append(("quatro logits empatados [2, 2, 2, 2, 0], p=0,5",
-                  torch.tensor([2.0, 2.0, 2.0, 2.0, 0.0]), 0.5))
-    with forbid(tpt.generation, "top_p_filter", f"sua função chamou top_p_filter: {_TOP_P_RULE}"):
-        for description, logits, p in cases:
-            where = f"para {description}"
-            original = logits.clone()
-            received = _call(top_p, (logits, p), where, _TOP_P_HINT)
-            expect(
-                torch.equal(logits, original),
-                f"{where}: sua função modificou os logits de entrada no lugar. Devolva um "
-                "tensor novo (masked_fill, não masked_fill_), porque quem chamou ainda usa "
-                "os logits originais.",
-            )
-            received = _as_tensor(received, where, tuple(logits.shape)).float()
-            kept = torch.isfinite(received)
-            values_ok = bool(kept.any()) and bool(
-                (received[kept].double() - logits[kept].double()).abs().max() <= _ATOL
-            )
-            only_inf = bool(torch.isneginf(received[~kept]).all())
-            if values_ok and only_inf and _is_valid_nucleus(logits, kept, p):
-                continue
-            _diagnose_top_p(logits, received, p, where)
+    """``top_p(logits (..., V), p) -> (..., V)``: logits no núcleo, ``-inf`` fora dele."""
+    gen, seed = case_generator()
+    cases = _top_p_fixed_cases() + [_top_p_random_case(gen, seed) for _ in range(3)]
+    for description, logits, p in cases:
+        where = f"Para {description}"
+        with _python_calls(_tpt_top_p_filter) as ran:
+            received = call_answer(top_p, {"logits": logits, "p": p}, where, _TOP_P_HINT)
+        expect(
+            not ran,
+            f"{where}, sua função chamou tpt.generation.top_p_filter (diretamente ou por "
+            "outra função, como sample_next_token): o exercício pede o filtro escrito por "
+            "você.",
+        )
+        received = _expect_float_like(received, logits, where)
+        if _is_valid_nucleus(logits, received, p):
+            continue
+        _explain_top_p(logits, received, p, where)
+
+
+def _explain_top_p(logits: Tensor, received: Tensor, p: float, where: str) -> None:
+    for diagnosis, wrong in _top_p_variants(logits, p):
+        if max_abs_diff(received, wrong.to(received.dtype)) <= _ATOL:
+            raise ExerciseError(f"{where}, {diagnosis}")
+    kept = torch.isfinite(received)
+    expect(
+        not bool(torch.isnan(received).any()),
+        f"{where}, a saída tem NaN (esperava os logits originais no núcleo e -inf fora).",
+    )
+    expect(
+        bool(kept.any(-1).all()),
+        f"{where}, alguma linha ficou só com -inf. O token mais provável sempre fica, mesmo "
+        "quando a probabilidade dele sozinho já passa de p.",
+    )
+    expected = _nucleus(logits, p)
+    raise ExerciseError(
+        f"{where}, esperava manter {_counts(torch.isfinite(expected))} token(s) por linha "
+        f"(os mais prováveis, com os logits originais); sua saída manteve {_counts(kept)}, "
+        f"com maior diferença {fmt(max_abs_diff(received, expected), 2, sci=True)} em "
+        "relação ao esperado."
+    )
+
+
+def _counts(kept: Tensor) -> str:
+    sizes = kept.reshape(-1, kept.shape[-1]).sum(-1).tolist()
+    return ", ".join(str(n) for n in sizes)
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: penalidade de repetição (CTRL), sem laços
 # --------------------------------------------------------------------------------------
-
 _PENALTY_HINT = (
-    "Confira as formas: logits é (b, V) e previous é (b, t) com ids long; logits.gather("
-    "-1, previous) dá (b, t) e logits.scatter(-1, previous, novos) volta a (b, V)."
+    "Confira as formas: logits é (b, V) e previous é (b, t) com ids long; "
+    "logits.gather(-1, previous) dá (b, t) e logits.scatter(-1, previous, novos) volta a (b, V)."
 )
 
 
-def _reference_penalty(logits: Tensor, previous: Tensor, penalty: float) -> Tensor:
+def _penalized(logits: Tensor, previous: Tensor, penalty: float) -> Tensor:
     seen = logits.gather(-1, previous)  # (b, t)
     seen = torch.where(seen > 0, seen / penalty, seen * penalty)  # (b, t)
     return logits.scatter(-1, previous, seen)  # (b, V)
 
 
-def _penalty_cases() -> list[tuple[str, Tensor, Tensor, float]]:
-    gen = torch.Generator().manual_seed(4)
-    logits = torch.randn(3, 10, generator=gen) * 2.0  # (3, 10): positivos e negativos
-    logits[0, 2] = 0.0  # um logit zero no histórico: continua 0
-    previous = torch.tensor(
-        [[2, 5, 5, 5, 1, 7], [0, 0, 0, 0, 0, 0], [9, 3, 8, 3, 4, 6]]
-    )  # (3, 6): repetições e históricos diferentes por linha
-    logits_b = torch.randn(2, 12, generator=gen) * 3.0
-    previous_b = torch.tensor([[11, 4, 4], [4, 0, 11]])  # (2, 3)
+def _penalty_variants(logits: Tensor, previous: Tensor, penalty: float) -> list[tuple[str, Tensor]]:
+    seen = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, previous, True)  # (b, V)
+    counts = torch.zeros_like(logits).scatter_add(
+        -1, previous, torch.ones_like(previous, dtype=logits.dtype)
+    )  # (b, V): ocorrências de cada token
+    factor = penalty**counts
     return [
-        ("um lote (3, 10) com históricos diferentes por linha e penalty=1,3",
-         logits, previous, 1.3),
-        ("outro lote (2, 12) com penalty=2", logits_b, previous_b, 2.0),
-        ("penalty=1 (não deve mudar nada)", logits_b, previous_b, 1.0),
+        (
+            "os logits negativos foram divididos pela penalidade, o que os aproxima de zero e "
+            "AUMENTA a chance do token. Divida os positivos e multiplique os negativos "
+            "(torch.where).",
+            torch.where(seen, logits / penalty, logits),
+        ),
+        (
+            "o sinal está trocado: os positivos foram multiplicados e os negativos divididos.",
+            torch.where(seen, torch.where(logits > 0, logits * penalty, logits / penalty), logits),
+        ),
+        (
+            "um token repetido foi penalizado uma vez POR OCORRÊNCIA. Cada token do histórico "
+            "conta uma vez só (scatter escreve o mesmo valor nas posições repetidas; scatter_add "
+            "acumula).",
+            torch.where(logits > 0, logits / factor, logits * factor),
+        ),
+        (
+            "todas as linhas usaram o histórico da primeira. Cada linha do lote tem o seu "
+            "histórico: gather e scatter ao longo de dim=-1, linha a linha.",
+            _penalized(logits, previous[:1].expand_as(previous), penalty),
+        ),
+        (
+            "todos os tokens foram penalizados, não só os do histórico da linha.",
+            torch.where(logits > 0, logits / penalty, logits * penalty),
+        ),
     ]
 
 
-def _diagnose_penalty(
-    logits: Tensor, previous: Tensor, penalty: float, received: Tensor, where: str
-) -> None:
-    def close(candidate: Tensor) -> bool:
-        return torch.allclose(received.double(), candidate.double(), atol=_ATOL, rtol=0)
+def _penalty_fixed_cases() -> list[tuple[str, Tensor, Tensor, float]]:
+    logits = torch.tensor(
+        [[2.0, -1.0, 0.5, 0.0, -3.0, 1.5], [-2.0, 1.0, -0.5, 3.0, 0.25, -1.5]]
+    )  # (2, 6): positivos, negativos e um zero
+    previous = torch.tensor([[0, 1, 1, 4], [3, 3, 3, 2]])  # (2, 4): repetições, linhas diferentes
+    return [
+        (
+            "logits (2, 6) com positivos, negativos e zero; histórico com repetições, penalty=2",
+            logits,
+            previous,
+            2.0,
+        )
+    ]
 
-    seen = logits.gather(-1, previous)
-    divided = logits.scatter(-1, previous, seen / penalty)
-    expect(
-        not close(divided),
-        f"{where}: você dividiu todos os logits do histórico por penalty. Para um logit "
-        "NEGATIVO, dividir o aproxima de zero e DEIXA o token mais provável. A regra do "
-        "CTRL: positivo / penalty, negativo * penalty (torch.where(seen > 0, ...)).",
+
+def _penalty_random_case(gen: torch.Generator, seed: int) -> tuple[str, Tensor, Tensor, float]:
+    b = int(torch.randint(2, 5, (), generator=gen))
+    vocab = int(torch.randint(8, 30, (), generator=gen))
+    t = int(torch.randint(3, 12, (), generator=gen))
+    logits = torch.randn(b, vocab, generator=gen) * 2  # (b, V)
+    previous = torch.randint(0, vocab // 2, (b, t), generator=gen)  # (b, t): com repetições
+    penalty = round(float(torch.empty(()).uniform_(1.2, 3.0, generator=gen)), 2)
+    where = (
+        f"logits sorteados (b={b}, V={vocab}), histórico de {t} tokens, penalty="
+        f"{fmt(penalty, 2)} (caso sorteado, semente {seed})"
     )
-    # Penalizado uma vez por ocorrência: x / penalty^n (ou x * penalty^n).
-    counts = torch.zeros_like(logits).scatter_add(-1, previous, torch.ones_like(previous,
-                                                                                dtype=logits.dtype))
-    factor = penalty**counts
-    repeated = torch.where(logits > 0, logits / factor, logits * factor)
-    expect(
-        not close(repeated),
-        f"{where}: tokens repetidos no histórico foram penalizados uma vez POR OCORRÊNCIA. "
-        "A penalidade do CTRL vale uma vez por token já visto, por mais que ele se repita "
-        "(scatter escreve o mesmo valor nas posições repetidas; não acumule).",
-    )
-    first_row = _reference_penalty(logits, previous[:1].expand_as(previous), penalty)
-    expect(
-        not close(first_row) or torch.equal(previous, previous[:1].expand_as(previous)),
-        f"{where}: todas as linhas usaram o histórico da primeira. Cada linha do lote tem "
-        "o SEU histórico: use previous inteiro (b, t) no gather/scatter, linha a linha.",
-    )
-    expect(
-        False,
-        f"{where}: a saída difere da esperada (diferença máxima "
-        f"{_max_diff(received, _reference_penalty(logits, previous, penalty))}). Só os "
-        "tokens que aparecem no histórico da linha mudam; os outros logits ficam iguais.",
-    )
+    return where, logits, previous, penalty
 
 
 @exercise("Exercício 2 (penalidade de repetição, sem laços)")
-def check_repetition_penalty(repetition_penalty: Callable[[Tensor, Tensor, float], Tensor]) -> None:
-    """``repetition_penalty(logits (b, V), previous (b, t), penalty) -> (b, V)``."""
-    for description, logits, previous, penalty in _penalty_cases():
-        where = f"para {description}"
-        original = logits.clone()
-        received = _call(repetition_penalty, (logits, previous, penalty), where, _PENALTY_HINT)
-        expect(
-            torch.equal(logits, original),
-            f"{where}: sua função modificou os logits de entrada no lugar. Devolva um tensor "
-            "novo (scatter, não scatter_), porque o gerador ainda usa os logits originais.",
-        )
-        received = _as_tensor(received, where, tuple(logits.shape))
-        expected = _reference_penalty(logits, previous, penalty)
-        if not torch.allclose(received.double(), expected.double(), atol=_ATOL, rtol=0):
-            _diagnose_penalty(logits, previous, penalty, received, where)
+def check_repetition_penalty(
+    repetition_penalty: Callable[[Tensor, Tensor, float], Tensor],
+) -> None:
+    """``repetition_penalty(logits (b, V), previous (b, t), penalty) -> (b, V)``, vetorizada."""
+    gen, seed = case_generator()
+    cases = _penalty_fixed_cases() + [_penalty_random_case(gen, seed) for _ in range(3)]
+    for description, logits, previous, penalty in cases:
+        where = f"Para {description}"
+        args = {"logits": logits, "previous": previous, "penalty": penalty}
+        received = call_answer(repetition_penalty, args, where, _PENALTY_HINT)
+        expected = _penalized(logits, previous, penalty)
+        received = _expect_float_like(received, expected, where)
+        variants = _penalty_variants(logits, previous, penalty)
+        expect_close(received, expected, where, atol=_ATOL, variants=variants)
+
+    def make_args(n: int) -> tuple[Tensor, Tensor, float]:
+        g = torch.Generator().manual_seed(n)
+        return torch.randn(n, 40, generator=g), torch.randint(0, 40, (n, n + 3), generator=g), 1.5
+
+    small, large = op_counts_by_size(repetition_penalty, make_args, (3, 9))
     expect(
-        not uses_loops(repetition_penalty),
-        "os valores estão certos, mas a sua função tem um laço (for, while ou compreensão "
-        "de lista). O enunciado pede sem laços: esta função roda a cada token gerado, para "
-        "o lote inteiro. Use logits.gather(-1, previous), torch.where e "
-        "logits.scatter(-1, previous, ...).",
+        small == large,
+        f"sem laços: com b=3 e t=6 sua função executou {small} operações do PyTorch, e com b=9 "
+        f"e t=12, {large}. Numa função vetorizada o número de operações não cresce com o "
+        "tamanho: há um laço em Python (for, while, map, compreensão ou função auxiliar) sobre "
+        "as linhas ou os tokens. Use gather, torch.where e scatter no lote inteiro.",
     )
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: um passo de atenção com cache de chaves e valores
+# Exercício 3: um passo de atenção com cache
 # --------------------------------------------------------------------------------------
-
-_CACHE_RULE = (
-    "o exercício pede o passo de atenção escrito por você, com mha.project_qkv (ou "
-    "mha.qkv_proj) e mha.out_proj; chamar a própria MultiHeadAttention (mha(...) ou "
-    "mha.forward) não vale."
-)
 _CACHE_HINT = (
-    "Confira as formas: (b, t, d) -> view(b, t, h, d_h) -> transpose(1, 2) dá (b, h, t, d_h); "
-    "cache.update(k, v) devolve K e V (b, h, s, d_h) com todas as posições guardadas."
+    "Confira as formas: x_new é (b, t, d); depois de dividir em cabeças, q, k e v são "
+    "(b, h, t, d_h), e cache.update(k, v) devolve (b, h, s, d_h)."
 )
-# Tamanhos dos pedaços: um prefill de 4 tokens, passos de 1 e um pedaço de 2.
-_CHUNKS = (4, 1, 1, 2, 1)
 
 
 def _heads(x: Tensor, h: int) -> Tensor:
@@ -432,141 +404,125 @@ def _heads(x: Tensor, h: int) -> Tensor:
     return x.view(b, t, h, d // h).transpose(1, 2)  # (b, h, t, d_h)
 
 
-def _manual_attention(mha: MultiHeadAttention, x_full: Tensor, start: int, end: int,
-                      variant: str) -> Tensor:
-    """Saída das posições start..end-1 com uma variante (certa ou errada) da máscara."""
-    h = mha.num_heads
-    q = _heads(mha.project_qkv(x_full[:, start:end])[0], h)  # (b, h, t, d_h)
-    _, k, v = mha.project_qkv(x_full[:, :end])  # 2 x (b, s, d)
-    k, v = _heads(k, h), _heads(v, h)  # (b, h, s, d_h)
-    t, s = end - start, end
-    scale = 1.0 if variant == "no_scale" else 1.0 / math.sqrt(mha.head_dim)
-    scores = q @ k.transpose(-2, -1) * scale  # (b, h, t, s)
-    if variant == "no_mask":
-        mask = None
-    elif variant == "top_left":
-        mask = torch.ones(t, s, dtype=torch.bool).triu(1)  # alinhada pelo começo
+def _cached_variant(
+    mha: MultiHeadAttention, x_full: Tensor, start: int, end: int, variant: str = ""
+) -> Tensor:
+    """Saída das posições ``start..end-1`` calculada de um jeito (certo, ou um engano)."""
+    h, d_h = mha.num_heads, mha.head_dim
+    first = start if variant == "only_new" else 0  # "only_new": o cache foi ignorado
+    q, k, v = mha.project_qkv(x_full[:, first:end])  # (b, s, d) cada
+    if variant == "no_transpose":  # divisão em cabeças por reshape, sem transpose
+        b, s, d = q.shape
+        q, k, v = (z.reshape(b, h, s, d_h) for z in (q, k, v))
     else:
-        mask = causal_mask(t, s)  # alinhada pelo fim: a consulta i é a posição s - t + i
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))
-    out = scores.softmax(-1) @ v  # (b, h, t, d_h)
-    out = out.transpose(1, 2).reshape(x_full.shape[0], t, mha.embed_dim)  # (b, t, d)
+        q, k, v = (_heads(z, h) for z in (q, k, v))  # (b, h, s, d_h)
+    q = q[:, :, start - first :]  # (b, h, t, d_h): só as consultas novas
+    t, s = end - start, end - first
+    scale = {"no_scale": 1.0, "sqrt_d": mha.embed_dim**-0.5, "d_h": 1.0 / d_h}.get(
+        variant, d_h**-0.5
+    )
+    scores = q @ k.transpose(-2, -1) * scale  # (b, h, t, s)
+    if variant == "top_mask":  # máscara causal alinhada pelo começo
+        mask = torch.ones(t, s, dtype=torch.bool).triu(1)
+    elif variant == "no_mask":
+        mask = torch.zeros(t, s, dtype=torch.bool)
+    else:
+        mask = causal_mask(t, s)  # (t, s), alinhada ao fim
+    weights = scores.masked_fill(mask, float("-inf")).softmax(-1)  # (b, h, t, s)
+    out = (weights @ v).transpose(1, 2).reshape(q.shape[0], t, mha.embed_dim)  # (b, t, d)
     return out if variant == "no_out_proj" else mha.out_proj(out)
 
 
-@contextmanager
-def _row_counter(mha: MultiHeadAttention) -> Iterator[dict[str, int]]:
-    """Conta quantas posições chegaram à projeção de K e V (para saber se só os novos entraram).
-
-    Vale para ``mha.project_qkv(...)`` e para ``mha.qkv_proj(...)``; ``rows["kv"]`` fica 0
-    quando nenhuma das duas é chamada (um ``F.linear`` com os pesos, por exemplo).
-    """
-    rows = {"kv": 0}
-    project_qkv = mha.project_qkv
-
-    def counted(query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> Any:
-        source = query if key is None else key
-        rows["kv"] = max(rows["kv"], source.shape[-2] if source.dim() > 1 else 1)
-        return project_qkv(query, key, value)
-
-    def hook(_module: Any, inputs: tuple[Tensor, ...], _output: Any) -> None:
-        rows["kv"] = max(rows["kv"], inputs[0].shape[-2] if inputs[0].dim() > 1 else 1)
-
-    handle = mha.qkv_proj.register_forward_hook(hook)
-    mha.project_qkv = counted  # type: ignore[method-assign]
-    try:
-        yield rows
-    finally:
-        del mha.project_qkv
-        handle.remove()
+_CACHE_DIAGNOSES = {
+    "no_mask": "a máscara causal ficou de fora: com mais de um token novo (o prefill), cada "
+    "consulta enxergou chaves do seu futuro.",
+    "top_mask": "a máscara causal está alinhada pelo COMEÇO (o is_causal do "
+    "F.scaled_dot_product_attention faz isso quando s > t). A consulta i é a posição "
+    "s - t + i: alinhe a máscara ao fim (tpt.causal_mask(t, s)).",
+    "no_scale": "faltou dividir as pontuações por sqrt(d_h).",
+    "sqrt_d": "as pontuações foram divididas por sqrt(d), a largura do modelo; a escala é "
+    "1/sqrt(d_h), a largura de UMA cabeça.",
+    "d_h": "as pontuações foram divididas por d_h; a escala é 1/sqrt(d_h).",
+    "no_out_proj": "faltou aplicar mha.out_proj depois de juntar as cabeças.",
+    "only_new": "a atenção olhou só para os tokens novos: use os K e V que cache.update(k, v) "
+    "devolve (as posições guardadas + as novas).",
+    "no_transpose": "a divisão em cabeças misturou posições: (b, t, d) vira (b, t, h, d_h) "
+    "com view e só então (b, h, t, d_h) com transpose(1, 2) (um reshape direto para "
+    "(b, h, t, d_h) embaralha os dados).",
+}
 
 
-def _diagnose_cached(mha: MultiHeadAttention, x_full: Tensor, start: int, end: int,
-                     received: Tensor, where: str) -> None:
-    def close(variant: str) -> bool:
-        candidate = _manual_attention(mha, x_full, start, end, variant)
-        return torch.allclose(received.double(), candidate.double(), atol=_ATOL, rtol=0)
-
-    t = end - start
-    expect(
-        not (t > 1 and close("no_mask")),
-        f"{where}: as {t} consultas novas enxergaram chaves do futuro: faltou a máscara "
-        "causal quando entra mais de um token (o prefill do prompt, por exemplo). Só a "
-        "última linha sai certa sem ela: no prefill, como no treino, a posição i só vê 0..i.",
-    )
-    expect(
-        not close("top_left"),
-        f"{where}: a máscara causal está alinhada pelo COMEÇO (como a de "
-        "F.scaled_dot_product_attention(is_causal=True) com t < s): a consulta nova só "
-        "enxergou as primeiras chaves. Com cache, as t consultas são as ÚLTIMAS posições: "
-        "use tpt.scaled_dot_product_attention(q, k, v, is_causal=True), que alinha pelo "
-        "fim, ou a máscara tpt.causal_mask(t, s).",
-    )
-    expect(
-        not close("no_scale"),
-        f"{where}: faltou dividir as pontuações por sqrt(d_h) (d_h = {mha.head_dim}, a "
-        "largura de cada cabeça).",
-    )
-    expect(
-        not close("no_out_proj"),
-        f"{where}: faltou a projeção de saída: junte as cabeças em (b, t, d) e aplique "
-        "mha.out_proj.",
-    )
-    expected = _manual_attention(mha, x_full, start, end, "right")
-    expect(
-        False,
-        f"{where}: a saída difere da atenção sem cache (diferença máxima "
-        f"{_max_diff(received, expected)}). Confira a divisão em cabeças: view(b, t, h, d_h) "
-        "seguido de transpose(1, 2), e o caminho de volta transpose(1, 2).reshape(b, t, d).",
-    )
+def _cache_setups(gen: torch.Generator, seed: int) -> list[tuple[str, int, int, int, list[int]]]:
+    """(descrição, b, h, d_h, pedaços): um fixo e um sorteado."""
+    b = int(torch.randint(1, 3, (), generator=gen))
+    h = int(torch.randint(2, 5, (), generator=gen))
+    d_h = int(torch.randint(3, 7, (), generator=gen))
+    chunks = [int(torch.randint(2, 5, (), generator=gen))] + [
+        int(torch.randint(1, 3, (), generator=gen)) for _ in range(3)
+    ]
+    return [
+        ("b=2, d=16, h=2", 2, 2, 8, [4, 1, 1, 2]),
+        (f"b={b}, d={h * d_h}, h={h} (caso sorteado, semente {seed})", b, h, d_h, chunks),
+    ]
 
 
 @exercise("Exercício 3 (um passo de atenção com cache)")
 def check_cached_attention(
     cached_attention: Callable[[MultiHeadAttention, Tensor, KVCache], Tensor],
 ) -> None:
-    """``cached_attention(mha, x_new (b, t, d), cache) -> (b, t, d)``, igual à sem cache."""
-    torch.manual_seed(11)
-    embed_dim, num_heads, batch = 16, 4, 2
-    mha = MultiHeadAttention(embed_dim, num_heads).eval()
-    x_full = torch.randn(batch, sum(_CHUNKS), embed_dim)  # (b, s_total, d)
-    cache = KVCache()
-    with torch.no_grad(), ExitStack() as stack:
-        message = f"sua função chamou a MultiHeadAttention: {_CACHE_RULE}"
-        stack.enter_context(forbid(mha, "forward", message))
-        stack.enter_context(forbid(MultiHeadAttention, "forward", message))
+    """``cached_attention(mha, x_new (b, t, d), cache) -> (b, t, d)``, igual à atenção sem cache."""
+    gen, seed = case_generator()
+    for description, b, h, d_h, chunks in _cache_setups(gen, seed):
+        with torch.random.fork_rng(devices=[]):  # não mexe no gerador global do aluno
+            torch.manual_seed(int(torch.randint(0, 2**31, (), generator=gen)))
+            mha = MultiHeadAttention(h * d_h, h).eval()
+        x_full = torch.randn(b, sum(chunks), h * d_h, generator=gen)  # (b, s_total, d)
+        with torch.no_grad():
+            full = mha(x_full, is_causal=True)[0]  # (b, s_total, d): sem cache, tudo de uma vez
+        cache = KVCache()
         start = 0
-        for step, size in enumerate(_CHUNKS):
+        for number, size in enumerate(chunks, 1):
             end = start + size
+            kind = "prefill" if number == 1 else "passo"
             where = (
-                f"no pedaço {step + 1} (posições {start} a {end - 1}, com {start} já no cache)"
+                f"Para {description}, pedaço {number} ({kind} de {size} token(s), posições "
+                f"{start} a {end - 1})"
             )
-            x_new = x_full[:, start:end]  # (b, t, d)
-            with _row_counter(mha) as rows:
-                received = _call(cached_attention, (mha, x_new, cache), where, _CACHE_HINT)
+            x_new = x_full[:, start:end].clone()  # (b, t, d)
+            with torch.no_grad(), _python_calls(MultiHeadAttention.forward) as ran:
+                received = call_answer(
+                    lambda mha, x_new, cache=cache: cached_attention(mha, x_new, cache),
+                    {"mha": mha, "x_new": x_new},
+                    where,
+                    _CACHE_HINT,
+                )
             expect(
-                isinstance(received, Tensor),
-                f"{where}: esperava um tensor (b, t, d); recebi {type(received).__name__}.",
-            )
-            expect(
-                tuple(received.shape) == (batch, size, embed_dim),
-                f"{where}: esperava a forma {(batch, size, embed_dim)} (b, t, d), uma linha por "
-                f"token NOVO; recebi {_shape(received)}.",
+                not ran,
+                f"{where}, sua função chamou a própria MultiHeadAttention (mha(...) ou "
+                "mha.forward): o exercício pede o passo escrito com mha.project_qkv e "
+                "mha.out_proj.",
             )
             expect(
                 len(cache) == end,
-                f"{where}: depois da chamada o cache deveria guardar {end} posições, mas "
-                f"guarda {len(cache)}. Acrescente as chaves e os valores novos com "
-                "k, v = cache.update(k, v) e atenda aos K e V que ele devolve.",
+                f"{where}, depois da chamada o cache tem {len(cache)} posições; esperava "
+                f"{end}. Acrescente as chaves e os valores novos com k, v = cache.update(k, v).",
             )
+            with torch.no_grad():
+                variants = [
+                    (diagnosis, _cached_variant(mha, x_full, start, end, variant))
+                    for variant, diagnosis in _CACHE_DIAGNOSES.items()
+                ]
             expect(
-                rows["kv"] <= size,
-                f"{where}: as projeções de K e V receberam {rows['kv']} "
-                f"posições, mas só {size} são novas. As antigas já estão no cache: projete só "
-                "x_new (é exatamente o trabalho que o cache economiza).",
+                isinstance(received, Tensor) and tuple(received.shape) == (b, size, h * d_h),
+                f"{where}, esperava a saída (b, t, d) = {(b, size, h * d_h)}; recebi "
+                + (
+                    str(tuple(received.shape))
+                    if isinstance(received, Tensor)
+                    else type(received).__name__
+                )
+                + ".",
             )
-            expected = _manual_attention(mha, x_full, start, end, "right")
-            if not torch.allclose(received.double(), expected.double(), atol=_ATOL, rtol=0):
-                _diagnose_cached(mha, x_full, start, end, received, where)
+            expect_close(
+                received, full[:, start:end], where, atol=1e-4, name="a saída", variants=variants
+            )
             start = end
