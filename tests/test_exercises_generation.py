@@ -50,16 +50,18 @@ def test_checks_expose_only_the_checkers():
             getattr(ex, name)
 
 
-@pytest.mark.parametrize("check", [ex.check_top_p, ex.check_repetition_penalty,
-                                   ex.check_cached_attention])
+@pytest.mark.parametrize(
+    "check", [ex.check_top_p, ex.check_repetition_penalty, ex.check_cached_attention]
+)
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
     out = capsys.readouterr().out
     assert "⏳" in out and "ainda não resolvido" in out
 
 
-@pytest.mark.parametrize("check", [ex.check_top_p, ex.check_repetition_penalty,
-                                   ex.check_cached_attention])
+@pytest.mark.parametrize(
+    "check", [ex.check_top_p, ex.check_repetition_penalty, ex.check_cached_attention]
+)
 def test_wrong_signature_is_explained(check, capsys):
     _rejected(check, lambda: None, capsys, "levantou TypeError")
 
@@ -239,8 +241,7 @@ def test_penalty_in_place_is_rejected(capsys):
         return repetition_penalty(logits, previous, penalty)
 
     _rejected(ex.check_repetition_penalty, changes_logits, capsys, "modificou `logits` no lugar")
-    _rejected(ex.check_repetition_penalty, sorts_previous, capsys,
-              "modificou `previous` no lugar")
+    _rejected(ex.check_repetition_penalty, sorts_previous, capsys, "modificou `previous` no lugar")
 
 
 def test_penalty_loops_are_rejected_wherever_they_hide(capsys):
@@ -253,8 +254,10 @@ def test_penalty_loops_are_rejected_wherever_they_hide(capsys):
         return out
 
     def with_map(logits, previous, penalty):
-        rows = map(lambda lp: repetition_penalty(lp[0][None], lp[1][None], penalty)[0],
-                   zip(logits, previous, strict=True))
+        rows = map(
+            lambda lp: repetition_penalty(lp[0][None], lp[1][None], penalty)[0],
+            zip(logits, previous, strict=True),
+        )
         return torch.stack(list(rows))
 
     def _one_row(logits, previous, penalty):
@@ -266,10 +269,14 @@ def test_penalty_loops_are_rejected_wherever_they_hide(capsys):
     def over_tokens(logits, previous, penalty):
         out = logits
         for j in range(previous.shape[1]):
-            seen = torch.zeros_like(logits, dtype=torch.bool).scatter(-1, previous[:, j:j + 1],
-                                                                      True)
-            out = torch.where(seen & (out == logits),
-                              torch.where(logits > 0, logits / penalty, logits * penalty), out)
+            seen = torch.zeros_like(logits, dtype=torch.bool).scatter(
+                -1, previous[:, j : j + 1], True
+            )
+            out = torch.where(
+                seen & (out == logits),
+                torch.where(logits > 0, logits / penalty, logits * penalty),
+                out,
+            )
         return out
 
     for answer in (for_rows, with_map, with_helper, over_tokens):
@@ -277,7 +284,7 @@ def test_penalty_loops_are_rejected_wherever_they_hide(capsys):
 
 
 def test_penalty_table_of_fixed_cases_is_rejected(capsys):
-    (_, fixed_logits, fixed_previous, fixed_penalty), = module._penalty_fixed_cases()
+    ((_, fixed_logits, fixed_previous, fixed_penalty),) = module._penalty_fixed_cases()
     answer_table = repetition_penalty(fixed_logits, fixed_previous, fixed_penalty)
 
     def lookup(logits, previous, penalty):
@@ -285,8 +292,9 @@ def test_penalty_table_of_fixed_cases_is_rejected(capsys):
             return answer_table.clone()
         return logits.clone()
 
-    _rejected(ex.check_repetition_penalty, lookup, capsys, "caso sorteado, semente",
-              "difere do esperado")
+    _rejected(
+        ex.check_repetition_penalty, lookup, capsys, "caso sorteado, semente", "difere do esperado"
+    )
 
 
 def test_penalty_typical_mistakes_are_diagnosed(capsys):
@@ -299,7 +307,8 @@ def test_penalty_typical_mistakes_are_diagnosed(capsys):
 
     def per_occurrence(logits, previous, penalty):
         counts = torch.zeros_like(logits).scatter_add(
-            -1, previous, torch.ones_like(previous, dtype=logits.dtype))
+            -1, previous, torch.ones_like(previous, dtype=logits.dtype)
+        )
         factor = penalty**counts
         return torch.where(logits > 0, logits / factor, logits * factor)
 
@@ -439,8 +448,9 @@ def test_cached_typical_mistakes_are_diagnosed(capsys):
 
 
 def test_cached_cache_not_updated_is_reported(capsys):
-    _rejected(ex.check_cached_attention, _variant(update=False), capsys, "o cache tem 0",
-              "cache.update")
+    _rejected(
+        ex.check_cached_attention, _variant(update=False), capsys, "o cache tem 0", "cache.update"
+    )
 
 
 def test_cached_wrong_shape_is_reported(capsys):

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 import tpt
 from tpt.exercises import checks
 from tpt.exercises import modern as module
+from tpt.positional import apply_rope as renamed_apply_rope
 
 ex = checks("modern")
 
@@ -48,8 +49,9 @@ def test_checks_expose_only_the_checkers():
             getattr(ex, name)
 
 
-@pytest.mark.parametrize("check", [ex.check_rope_half, ex.check_gqa_attention,
-                                   ex.check_merge_partials])
+@pytest.mark.parametrize(
+    "check", [ex.check_rope_half, ex.check_gqa_attention, ex.check_merge_partials]
+)
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
     out = capsys.readouterr().out
@@ -106,7 +108,13 @@ def test_rope_half_rule_is_what_runs(capsys):
 
     partial = functools.partial(_through_tpt, rope_class=tpt.positional.RotaryEmbedding)
 
-    for answer in (direct, default_argument, partial):
+    def alias(x, theta=10000.0):  # from tpt.positional import apply_rope as girar
+        t, d = x.shape[-2], x.shape[-1]
+        return renamed_apply_rope(
+            x, torch.ones(t, d, dtype=x.dtype), torch.zeros(t, d, dtype=x.dtype)
+        )
+
+    for answer in (direct, default_argument, partial, alias):
         _rejected(ex.check_rope_half, answer, capsys, "tpt.apply_rope ou tpt.RotaryEmbedding")
 
 
@@ -156,7 +164,7 @@ def test_rope_half_typical_mistakes_are_diagnosed(capsys):
         (lambda x, th: module._rope_half(x, th, start=1), "começam em 0"),
         (lambda x, th: 2 * rope_half(x, th), "a norma de algum vetor mudou"),
         (lambda x, th: rope_half(x, 10000.0), "theta=100"),
-        (lambda x, th: rope_half(x, th)[..., :-1, :], "esperava a saída com forma"),
+        (lambda x, th: rope_half(x, th)[..., :-1, :], "esperava o resultado com forma"),
     ]:
         _rejected(ex.check_rope_half, answer, capsys, fragment)
 
@@ -184,8 +192,10 @@ def test_gqa_correct_styles_pass(capsys):
 
     def loop_over_groups(q, k, v):  # devagar, mas não copia K nem V
         g = q.shape[1] // k.shape[1]
-        outs = [_attend(q[:, j : j + 1], k[:, j // g : j // g + 1], v[:, j // g : j // g + 1])
-                for j in range(q.shape[1])]
+        outs = [
+            _attend(q[:, j : j + 1], k[:, j // g : j // g + 1], v[:, j // g : j // g + 1])
+            for j in range(q.shape[1])
+        ]
         out = outs[0].new_empty(q.shape[:-1] + (v.shape[-1],))
         for j, o in enumerate(outs):
             out[:, j : j + 1] = o
@@ -238,10 +248,22 @@ def test_gqa_five_ways_of_copying_k_and_v_are_rejected(capsys):
         scores = qg @ k.unsqueeze(2).transpose(-2, -1) / math.sqrt(d)
         return (scores.softmax(-1) @ v.unsqueeze(2)).flatten(1, 2)
 
-    for answer in (fancy_index, index_select, broadcast_then_reshape, times_ones, with_hstack,
-                   repeat_interleave, broadcasting_matmul):
-        _rejected(ex.check_gqa_attention, answer, capsys, "vezes os elementos de K",
-                  "K ou V foram repetidos")
+    for answer in (
+        fancy_index,
+        index_select,
+        broadcast_then_reshape,
+        times_ones,
+        with_hstack,
+        repeat_interleave,
+        broadcasting_matmul,
+    ):
+        _rejected(
+            ex.check_gqa_attention,
+            answer,
+            capsys,
+            "vezes os elementos de K",
+            "K ou V foram repetidos",
+        )
 
 
 def test_gqa_fused_attention_is_rejected_by_any_name(capsys):
@@ -316,8 +338,9 @@ def test_gqa_typical_mistakes_are_diagnosed(capsys):
 
     def softmax_on_queries(q, k, v):
         b, h, t, d = q.shape
-        w = torch.softmax(q.reshape(b, k.shape[1], -1, d) @ k.transpose(-2, -1) / math.sqrt(d),
-                          dim=-2)
+        w = torch.softmax(
+            q.reshape(b, k.shape[1], -1, d) @ k.transpose(-2, -1) / math.sqrt(d), dim=-2
+        )
         return (w @ v).reshape(b, h, t, d)
 
     def grouped_shape(q, k, v):
@@ -396,12 +419,13 @@ def test_merge_typical_mistakes_are_diagnosed(capsys):
         (naive_exp, "estoura"),
         (lambda o1, l1, o2, l2: ((o1 + o2) / 2, torch.logaddexp(l1, l2)), "média simples"),
         (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], l1 + l2), "não a soma"),
-        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], torch.maximum(l1, l2)),
-         "não o máximo"),
+        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], torch.maximum(l1, l2)), "não o máximo"),
         (lambda o1, l1, o2, l2: merge(o1, l2, o2, l1), "pesos estão trocados"),
         (lambda o1, l1, o2, l2: merge(o1, l1, o2, l2)[0], "tupla (saída, lse)"),
-        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], merge(o1, l1, o2, l2)[1][..., 0]),
-         "esperava o lse com forma"),
+        (
+            lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], merge(o1, l1, o2, l2)[1][..., 0]),
+            "esperava o `lse` com forma",
+        ),
     ]:
         _rejected(ex.check_merge_partials, answer, capsys, fragment)
 

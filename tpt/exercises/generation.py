@@ -81,8 +81,8 @@ def _expect_float_like(received: Any, expected: Tensor, where: str) -> Tensor:
 # Exercício 1: top-p escrito por você
 # --------------------------------------------------------------------------------------
 _TOP_P_HINT = (
-    "Ordene ao longo do último eixo (dim=-1), some com cumsum(dim=-1) e devolva um tensor "
-    "com a forma dos logits."
+    "Confira a assinatura, top_p(logits, p), e os eixos: logits tem forma (..., V), e a "
+    "ordenação e a soma acumulada vão ao longo do último (dim=-1)."
 )
 
 
@@ -285,8 +285,9 @@ def _counts(kept: Tensor) -> str:
 # Exercício 2: penalidade de repetição (CTRL), sem laços
 # --------------------------------------------------------------------------------------
 _PENALTY_HINT = (
-    "Confira as formas: logits é (b, V) e previous é (b, t) com ids long; "
-    "logits.gather(-1, previous) dá (b, t) e logits.scatter(-1, previous, novos) volta a (b, V)."
+    "Confira a assinatura, repetition_penalty(logits, previous, penalty), e as formas: "
+    "logits é (b, V) e previous é (b, t) com ids long; logits.gather(-1, previous) dá "
+    "(b, t) e logits.scatter(-1, previous, novos) volta a (b, V)."
 )
 
 
@@ -394,8 +395,9 @@ def check_repetition_penalty(
 # Exercício 3: um passo de atenção com cache
 # --------------------------------------------------------------------------------------
 _CACHE_HINT = (
-    "Confira as formas: x_new é (b, t, d); depois de dividir em cabeças, q, k e v são "
-    "(b, h, t, d_h), e cache.update(k, v) devolve (b, h, s, d_h)."
+    "Confira a assinatura, cached_attention(mha, x_new, cache), e as formas: x_new é "
+    "(b, t, d); depois de dividir em cabeças, q, k e v são (b, h, t, d_h), e "
+    "cache.update(k, v) devolve (b, h, s, d_h)."
 )
 
 
@@ -522,7 +524,5 @@ def check_cached_attention(
                 )
                 + ".",
             )
-            expect_close(
-                received, full[:, start:end], where, atol=1e-4, name="a saída", variants=variants
-            )
+            expect_close(received, full[:, start:end], where, atol=1e-4, variants=variants)
             start = end

@@ -72,8 +72,8 @@ def _in_input_dtype(fn: Callable[..., Any]) -> Callable[..., Any]:
 # Exercício 1: RoPE "metade e metade"
 # --------------------------------------------------------------------------------------
 _ROPE_HINT = (
-    "x tem forma (..., t, d): as posições estão no penúltimo eixo e os pares são "
-    "(x[..., i], x[..., i + d/2])."
+    "Confira a assinatura, rope_half(x, theta), e as formas: x tem forma (..., t, d), as "
+    "posições estão no penúltimo eixo e os pares são (x[..., i], x[..., i + d/2])."
 )
 
 
@@ -179,7 +179,7 @@ def check_rope_half(rope_half: Callable[[Tensor, float], Tensor]) -> None:
                 "uma rotação preserva a norma. Use o cos e o sin do MESMO ângulo nos dois "
                 "membros de cada par.",
             )
-        expect_close(received, expected, where, atol=_ATOL, name="a saída", variants=variants)
+        expect_close(received, expected, where, atol=_ATOL, variants=variants)
     # float32: o gradiente que volta tem o dtype da saída, o mesmo na resposta e na referência.
     x = torch.randn(2, 5, 6, generator=gen)
     check_gradients(
@@ -201,8 +201,9 @@ def _far_from_all(received: Tensor, expected: Tensor, variants: list[tuple[str, 
 # Exercício 2: GQA sem repetir K e V
 # --------------------------------------------------------------------------------------
 _GQA_HINT = (
-    "q é (b, h, t, d_h) e k, v são (b, h_kv, s, d_h): as g = h / h_kv cabeças de um grupo "
-    "podem virar g·t linhas de consulta, q.reshape(b, h_kv, g * t, d_h)."
+    "Confira a assinatura, gqa_attention(q, k, v), e as formas: q é (b, h, t, d_h) e k, v "
+    "são (b, h_kv, s, d_h); as g = h / h_kv cabeças de um grupo podem virar g·t linhas de "
+    "consulta, q.reshape(b, h_kv, g * t, d_h)."
 )
 
 
@@ -296,7 +297,7 @@ def check_gqa_attention(gqa_attention: Callable[[Tensor, Tensor, Tensor], Tensor
                 _gqa_softmax_over_rows(q, k, v),
             ),
         ]
-        expect_close(received, _gqa(q, k, v), where, atol=_ATOL, name="a saída", variants=variants)
+        expect_close(received, _gqa(q, k, v), where, atol=_ATOL, variants=variants)
     q, k, v = (
         torch.randn(*shape, generator=gen, dtype=torch.float64)
         for shape in ((2, 4, 3, 5), (2, 2, 6, 5), (2, 2, 6, 5))
@@ -313,7 +314,10 @@ def check_gqa_attention(gqa_attention: Callable[[Tensor, Tensor, Tensor], Tensor
 # --------------------------------------------------------------------------------------
 # Exercício 3: juntar dois resultados parciais (saída, log-soma-exp)
 # --------------------------------------------------------------------------------------
-_MERGE_HINT = "o1, o2 são (..., t, d_v) e lse1, lse2 são (..., t, 1); devolva a tupla (o, lse)."
+_MERGE_HINT = (
+    "Confira a assinatura, merge(o1, lse1, o2, lse2), e as formas: o1, o2 são (..., t, d_v) e "
+    "lse1, lse2 são (..., t, 1); devolva a tupla (o, lse)."
+)
 
 
 def _partial(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
@@ -410,13 +414,15 @@ def check_merge_partials(merge: Callable[[Tensor, Tensor, Tensor, Tensor], Any])
                 _merge(o1, lse2, o2, lse1)[0],
             ),
         ]
-        expect_close(out, full_out, where, atol=_ATOL, name="a saída", variants=out_variants)
+        expect_close(
+            out, full_out, where, atol=_ATOL, name="o resultado `o`", variants=out_variants
+        )
         lse_variants = [
             (f"{_LSE_UNION}, não a soma.", lse1 + lse2),
             (f"{_LSE_UNION}, não o máximo.", torch.maximum(lse1, lse2)),
             (_OVERFLOW, naive[1]),
         ]
-        expect_close(lse, full_lse, where, atol=_ATOL, name="o lse", variants=lse_variants)
+        expect_close(lse, full_lse, where, atol=_ATOL, name="o `lse`", variants=lse_variants)
     # Três blocos, juntados em sequência: merge(merge(A, B), C).
     q = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64)
     k, v = (torch.randn(2, 9, 4, generator=gen, dtype=torch.float64) for _ in range(2))
@@ -424,8 +430,8 @@ def check_merge_partials(merge: Callable[[Tensor, Tensor, Tensor, Tensor], Any])
     where = "Juntando três blocos de 3 chaves, merge(merge(A, B), C)"
     out, lse = _call_merge(merge, _call_merge(merge, blocks[0], blocks[1], where), blocks[2], where)
     full_out, full_lse = _partial(q, k, v)
-    expect_close(out, full_out, where, atol=_ATOL, name="a saída")
-    expect_close(lse, full_lse, where, atol=_ATOL, name="o lse")
+    expect_close(out, full_out, where, atol=_ATOL, name="o resultado `o`")
+    expect_close(lse, full_lse, where, atol=_ATOL, name="o `lse`")
     # O gradiente: na atenção em anel do treino, esta junção fica no caminho dos pesos.
     o1, lse1 = blocks[0]
     o2, lse2 = blocks[1]
