@@ -240,6 +240,22 @@ def test_gqa_correct_styles_are_accepted(answer, capsys):
     assert result is True, out
 
 
+def gqa_attention_in_default(query, key_value, mha, _attend=tpt.scaled_dot_product_attention):
+    """A atenção guardada num argumento padrão: a antiga contagem de chamadas via zero."""
+    b, t, d = query.shape
+    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
+    q, k, v = mha.project_qkv(query, key_value)
+    k = _split(k, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
+    v = _split(v, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
+    out = _attend(_split(q, h, d_h), k, v)[0]
+    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+
+def test_gqa_attention_through_a_default_argument_is_accepted(capsys):
+    result, out = _run(ex.check_gqa_forward, gqa_attention_in_default, capsys)
+    assert result is True, out
+
+
 @pytest.mark.parametrize("name", ["query", "key_value"])
 def test_gqa_in_place_change_of_each_input_is_named(name, capsys):
     def in_place(query, key_value, mha):

@@ -78,7 +78,7 @@ def _heads(
     return out  # (b, h, t, d_h)
 
 
-def _shape_hint(where: str, received: Any, shape: tuple[int, ...], meaning: str) -> None:
+def _expect_tensor(where: str, received: Any, shape: tuple[int, ...], meaning: str) -> None:
     expect(
         isinstance(received, Tensor),
         f"{where}, esperava um tensor; recebi {type(received).__name__}.",
@@ -107,7 +107,7 @@ def _contribution_variants(x: Tensor, mha: MultiHeadAttention) -> list[tuple[str
     variants = [
         (
             "usou as linhas i·d_h:(i+1)·d_h de out_proj.weight. No nn.Linear, weight tem forma "
-            "(saída, entrada) e calcula x Wᵀ: a cabeça i entra pelas **colunas** "
+            "(saída, entrada) e calcula x Wᵀ: a cabeça i entra pelas colunas "
             "out_proj.weight[:, i·d_h:(i+1)·d_h].",
             torch.einsum("bhtk,hko->bhto", heads, weight.view(h, d_h, d)),
         ),
@@ -185,7 +185,7 @@ def check_head_contributions(
             "A saída de cada cabeça tem forma (b, h, t, d_h); a fatia de W^O de cada uma, "
             "(d, d_h).",
         )
-        _shape_hint(where, received, (b, h, t, d), "(b, h, t, d)")
+        _expect_tensor(where, received, (b, h, t, d), "(b, h, t, d)")
         with torch.no_grad():
             expected = _contributions(x, mha)
             variants = _contribution_variants(x, mha)
@@ -353,7 +353,7 @@ def check_gqa_forward(gqa_forward: Callable[[Tensor, Tensor, MultiHeadAttention]
             "por você a partir de mha.project_qkv (ou mha.qkv_proj) e mha.out_proj, sem as "
             "etapas prontas do módulo.",
         )
-        _shape_hint(where, received, (b, t, d), "(b, t, d)")
+        _expect_tensor(where, received, (b, t, d), "(b, t, d)")
         with torch.no_grad():
             expected = _gqa_reference(query, key_value, mha)
             variants = [
