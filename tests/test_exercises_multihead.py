@@ -81,6 +81,17 @@ def contributions_from_weights(x, mha):
     return torch.einsum("bhtk,ohk->bhto", heads, w_o)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_contributions_plus_bias_sum_to_the_module_output(bias):
+    mha = module._module(12, 3, bias=bias)
+    x = torch.randn(2, 5, 12)
+    with torch.no_grad():
+        total = module._contributions(x, mha).sum(dim=1)
+        if bias:
+            total = total + mha.out_proj.bias
+        torch.testing.assert_close(total, mha(x)[0], atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("answer", [contributions_matmul, contributions_from_weights])
 def test_contributions_correct_styles_are_accepted(answer, capsys):
     result, out = _run(ex.check_head_contributions, answer, capsys)
