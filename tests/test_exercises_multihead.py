@@ -553,3 +553,24 @@ def test_flops_other_mistakes_show_only_the_numbers(capsys):
         and "recebi" in out
         and ":" not in out.split("recebi")[-1]
     )
+
+
+def test_gqa_values_change_every_run_so_a_table_cannot_pass(capsys):
+    seen = []
+
+    def remember(query, key_value, mha):
+        seen.append(query.clone())
+        return gqa_project_qkv(query, key_value, mha)
+
+    ex.check_gqa_forward(remember)
+    first_run = [q.detach().numpy().tobytes() for q in seen]
+    seen.clear()
+    capsys.readouterr()
+
+    def lookup(query, key_value, mha):
+        if query.detach().numpy().tobytes() in first_run:
+            return gqa_project_qkv(query, key_value, mha)
+        return torch.zeros_like(query)
+
+    result, out = _run(ex.check_gqa_forward, lookup, capsys)
+    assert result is False and "difere do esperado" in out
