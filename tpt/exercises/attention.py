@@ -46,7 +46,12 @@ def _numbers(values: Tensor, decimals: int = 4, limit: int = 8) -> str:
 
 
 def _same_values(received: Tensor, other: Tensor, atol: float) -> bool:
-    """Mesma forma, ``NaN`` e infinitos nos mesmos lugares e o resto a ``atol`` um do outro."""
+    """Mesma forma, ``NaN`` e infinitos nos mesmos lugares e o resto a ``atol`` um do outro.
+
+    # GENÉRICO: ``expect_close(variants=...)`` não reconhece uma variante com ``NaN`` (a
+    # diferença vira infinito); um softmax que estoura só é diagnosticado comparando os
+    # ``NaN`` lugar a lugar.
+    """
     if tuple(received.shape) != tuple(other.shape):
         return False
     a, b = received.detach().double().cpu(), other.detach().double().cpu()
