@@ -149,8 +149,8 @@ def _window_cases() -> list[tuple[str, int, int]]:
     cases = [(f"Para t={t}, window={w}", t, w) for t, w in fixed]
     g, seed = case_generator()
     for _ in range(3):
-        t = int(torch.randint(2, 13, (), generator=g))
-        w = int(torch.randint(1, t + 3, (), generator=g))
+        t = int(torch.randint(3, 13, (), generator=g))
+        w = int(torch.randint(1, t, (), generator=g))  # window < t: a janela corta de verdade
         cases.append((f"No caso sorteado t={t}, window={w} (semente {seed})", t, w))
     return cases
 
