@@ -277,21 +277,25 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
             f"{where}, esperava um tensor; recebi {type(received).__name__}.",
         )
         if tuple(received.shape) == (n, n) and bool(received.isnan().any()):
+            only_zero = all(  # os NaN estão todos na linha ou na coluna de um vetor nulo?
+                i in zero_rows or j in zero_rows for i, j in received.isnan().nonzero().tolist()
+            )
             raise ExerciseError(
                 f"{where}, o resultado tem NaN"
                 + (
-                    f": o vetor nulo (linha {zero_rows[0]}) tem norma 0, e a divisão vira "
-                    "0/0. Divida por norma.clamp_min(1e-12): a similaridade com um vetor "
-                    "nulo deve dar 0."
-                    if zero_rows
+                    f": só nos pares com o vetor nulo (linha {zero_rows[0]}), que tem norma 0; "
+                    "a divisão vira 0/0. Divida por norma.clamp_min(1e-12): a similaridade "
+                    "com um vetor nulo deve dar 0."
+                    if zero_rows and only_zero
                     else "."
                 )
             )
         expect_close(
             received,
-            expected.to(received.dtype) if isinstance(received, Tensor) else expected,
+            expected.to(received.dtype),
             where,
-            atol=_atol(vectors.dtype) * 10,
+            # a tolerância do tipo menos preciso entre a entrada e a resposta
+            atol=10 * max(_atol(vectors.dtype), _atol(received.dtype)),
             name="o resultado",
             variants=_cosine_variants(vectors, expected),
         )

@@ -321,8 +321,13 @@ def check_pad_left(
             pad_left,
             {"sequences": sequences, "max_length": max_length},
             where,
-            "Confira os formatos e os tipos dos tensores que você monta (uma sequência "
-            "vazia, torch.tensor([]), vira float32: passe dtype=torch.long).",
+            "Confira os formatos e os tipos dos tensores que você monta"
+            + (
+                " (este caso tem uma sequência vazia, e torch.tensor([]) é float32: passe "
+                "dtype=torch.long)."
+                if not all(sequences)
+                else "."
+            ),
         )
         expect(
             isinstance(result, (tuple, list)) and len(result) == 2,
