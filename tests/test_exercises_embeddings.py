@@ -278,10 +278,19 @@ def test_cosine_typical_mistakes_are_diagnosed(answer, message, capsys):
     assert ok is False and message in out
 
 
-def test_cosine_zero_vector_via_nan_to_num_zero_is_accepted(capsys):
-    """Trocar o NaN por 0 dá exatamente a resposta pedida: não há o que recusar."""
+def test_cosine_nan_hidden_by_nan_to_num_is_seen_in_the_gradient(capsys):
+    """Trocar o NaN por 0 acerta a saída, mas o gradiente do vetor nulo continua NaN."""
     ok, out = run(ex.check_cosine_matrix, lambda v: _plain_division(v).nan_to_num(0.0), capsys)
-    assert ok is True, out
+    assert ok is False and "o gradiente em relação a `vectors` tem NaN" in out
+
+
+def test_mean_embedding_nan_hidden_by_nan_to_num_is_seen_in_the_gradient(capsys):
+    def hides(weight, input_ids, padding_mask):
+        keep = (~padding_mask).to(weight.dtype)[..., None]
+        return ((weight[input_ids] * keep).sum(1) / keep.sum(1)).nan_to_num(0.0)
+
+    ok, out = run(ex.check_mean_embedding, hides, capsys)
+    assert ok is False and "o gradiente em relação a `weight` tem NaN" in out
 
 
 def test_cosine_lookup_table_of_fixed_cases_is_rejected(capsys):

@@ -40,6 +40,34 @@ def _atol(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
+# GENÉRICO: um gradiente com NaN (ou infinito) estraga os pesos no primeiro passo do
+# otimizador, mesmo quando a saída confere. O check_gradients compara valores e atribui
+# a diferença a "uma parte da conta ao lado do autograd"; aqui a causa é outra, e a
+# mensagem diz qual.
+def _expect_finite_gradient(
+    answer: Callable[..., Tensor], inputs: dict[str, object], name: str, where: str, hint: str
+) -> None:
+    """Confere que o gradiente da resposta em relação a ``inputs[name]`` é finito."""
+    leaves = {
+        key: value.detach().clone().requires_grad_(key == name)
+        if isinstance(value, Tensor)
+        else value
+        for key, value in inputs.items()
+    }
+    with torch.enable_grad():
+        out = answer(*leaves.values())
+    if not (isinstance(out, Tensor) and out.requires_grad):
+        return  # quem explica isso é o check_gradients
+    (grad,) = torch.autograd.grad(out.sum(), [leaves[name]], allow_unused=True)
+    if grad is None or bool(torch.isfinite(grad).all()):
+        return
+    rows = (~torch.isfinite(grad)).reshape(grad.shape[0], -1).any(dim=1)
+    raise ExerciseError(
+        f"{where}, a saída confere, mas o gradiente em relação a `{name}` tem NaN ou "
+        f"infinito (nas linhas {rows.nonzero().squeeze(1).tolist()}): {hint}"
+    )
+
+
 # --------------------------------------------------------------------------------------
 # Exercício 1: o vetor médio de cada texto, sem os <pad>
 # --------------------------------------------------------------------------------------
@@ -162,6 +190,15 @@ def check_mean_embedding(mean_embedding: Callable[[Tensor, Tensor, Tensor], Tens
             rtol=1e-5,
             name="o vetor médio",
             variants=_mean_variants(weight, input_ids, padding_mask),
+        )
+        _expect_finite_gradient(
+            mean_embedding,
+            {"weight": weight, "input_ids": input_ids, "padding_mask": padding_mask},
+            "weight",
+            where,
+            "uma divisão por 0 (um texto só de <pad>) seguida de nan_to_num ou torch.where "
+            "esconde o NaN da saída, mas não do gradiente. Evite a divisão por 0: "
+            "contagem.clamp_min(1).",
         )
         check_gradients(
             mean_embedding,
@@ -301,3 +338,13 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
         )
         if not zero_rows:  # o gradiente de um vetor nulo depende da receita; fora dele, não
             check_gradients(cosine_matrix, _cosine, {"vectors": vectors}, where, atol=1e-4)
+        else:  # com um vetor nulo, o gradiente pode variar com a receita, mas não ser NaN
+            _expect_finite_gradient(
+                cosine_matrix,
+                {"vectors": vectors},
+                "vectors",
+                where,
+                "a divisão 0/0 do vetor nulo, trocada depois por 0 (nan_to_num ou "
+                "torch.where), some da saída, mas não do gradiente. Evite a divisão por 0: "
+                "norma.clamp_min(1e-12).",
+            )
