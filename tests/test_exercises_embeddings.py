@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+import tpt
 from tpt.exercises import checks
 from tpt.exercises import embeddings as module
 
@@ -32,14 +33,20 @@ def stub(*args):
 
 
 def test_checks_expose_only_the_checks():
-    assert sorted(dir(ex)) == ["check_cosine_matrix", "check_mean_embedding"]
-    for hidden in ["_mean_embedding", "_cosine", "_mean_case", "_cosine_fixed"]:
+    assert sorted(dir(ex)) == [
+        "check_cosine_matrix",
+        "check_mean_embedding",
+        "check_nearest_tokens",
+    ]
+    for hidden in ["_mean_embedding", "_cosine", "_nearest", "_mean_case", "_cosine_fixed"]:
         assert hasattr(module, hidden)
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, hidden)
 
 
-@pytest.mark.parametrize("check", ["check_mean_embedding", "check_cosine_matrix"])
+@pytest.mark.parametrize(
+    "check", ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
+)
 def test_stub_is_pending(check, capsys):
     ok, out = run(getattr(ex, check), stub, capsys)
     assert ok is False and "⏳" in out
@@ -304,3 +311,114 @@ def test_cosine_lookup_table_of_fixed_cases_is_rejected(capsys):
 
     ok, out = run(ex.check_cosine_matrix, lookup, capsys)
     assert ok is False and ("o gradiente em relação a `vectors`" in out or "semente" in out)
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 3: os vizinhos mais próximos
+# --------------------------------------------------------------------------------------
+def _cosines(weight, token_ids):
+    unit = F.normalize(weight, dim=-1)
+    return unit[token_ids] @ unit.T  # (n, |V|)
+
+
+def nearest_by_argsort(weight, token_ids, k):
+    norms = weight.norm(dim=-1)
+    sims = (weight[token_ids] @ weight.T) / (norms[token_ids, None] * norms[None]).clamp_min(1e-12)
+    banned = F.one_hot(token_ids, len(weight)).bool()
+    banned[:, 0] = True
+    return sims.masked_fill(banned, -2.0).argsort(dim=-1, descending=True)[:, :k]
+
+
+def nearest_by_sort(weight, token_ids, k):
+    sims = _cosines(weight, token_ids)
+    own = torch.zeros_like(sims, dtype=torch.bool).scatter(1, token_ids[:, None], True)
+    own[:, tpt.PAD_ID] = True
+    return torch.where(own, float("-inf"), sims).sort(dim=-1, descending=True).indices[:, :k]
+
+
+@pytest.mark.parametrize("answer", [nearest_by_argsort, nearest_by_sort])
+def test_nearest_correct_styles_pass(answer, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is True, out
+
+
+def _zero_pad_then(weight, token_ids, k):
+    weight[tpt.PAD_ID] = 0.0
+    return nearest_by_sort(weight, token_ids, k)
+
+
+def _sort_ids_then(weight, token_ids, k):
+    token_ids.copy_(token_ids.sort().values)
+    return nearest_by_sort(weight, token_ids, k)
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"), [(_zero_pad_then, "weight"), (_sort_ids_then, "token_ids")]
+)
+def test_nearest_in_place_change_of_each_input_is_named(answer, name, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and f"modificou `{name}` no lugar" in out
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda w, t, k: torch.stack([nearest_by_sort(w, i[None], k)[0] for i in t]),
+        lambda w, t, k: torch.stack(list(map(lambda i: nearest_by_sort(w, i[None], k)[0], t))),
+    ],
+    ids=["compreensao", "map"],
+)
+def test_nearest_loop_over_tokens_is_seen(answer, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and "o número cresce com n" in out
+
+
+def _excluding(weight, token_ids, k, *, self_out=True, pad_out=True, value=float("-inf")):
+    sims = _cosines(weight, token_ids)
+    if self_out:
+        sims[torch.arange(len(token_ids)), token_ids] = value
+    if pad_out:
+        sims[:, tpt.PAD_ID] = value
+    return sims.topk(k, dim=-1).indices
+
+
+def _by_dot(weight, token_ids, k):
+    sims = weight[token_ids] @ weight.T
+    sims[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    sims[:, tpt.PAD_ID] = float("-inf")
+    return sims.topk(k, dim=-1).indices
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (functools.partial(_excluding, self_out=False), "vizinho de si mesmo"),
+        (functools.partial(_excluding, pad_out=False), "o <pad> entrou na lista"),
+        (functools.partial(_excluding, value=0.0), "0 ganha dos cossenos negativos"),
+        (lambda w, t, k: _excluding(w, t, k).flip(-1), "ordem crescente"),
+        (_by_dot, "produtos escalares, sem normalizar"),
+    ],
+    ids=["inclui-o-proprio", "inclui-o-pad", "zero-em-vez-de-inf", "crescente", "produto"],
+)
+def test_nearest_typical_mistakes_are_diagnosed(answer, message, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and message in out
+
+
+def test_nearest_float_result_is_rejected(capsys):
+    ok, out = run(ex.check_nearest_tokens, lambda w, t, k: _excluding(w, t, k).float(), capsys)
+    assert ok is False and "esperava um tensor de ids inteiros" in out
+
+
+def test_nearest_lookup_table_of_fixed_cases_is_rejected(capsys):
+    fixed = [
+        module._nearest_case(torch.Generator().manual_seed(i), *shape)
+        for i, shape in enumerate(module._NEAREST_FIXED)
+    ]
+    table = {tuple(t.tolist()): module._nearest(w, t, k) for w, t, k in fixed}
+
+    def lookup(weight, token_ids, k):
+        return table.get(tuple(token_ids.tolist()), torch.zeros(len(token_ids), k).long())
+
+    ok, out = run(ex.check_nearest_tokens, lookup, capsys)
+    assert ok is False and "caso sorteado, semente" in out

@@ -1,6 +1,6 @@
 """Conferências dos exercícios de notebooks/02_embeddings.ipynb.
 
-Dois exercícios, na ordem do notebook:
+Três exercícios, na ordem do notebook:
 
 1. :func:`check_mean_embedding`: o vetor médio de cada texto de um lote ``(b, t)``,
    consultando a tabela e ignorando as posições de ``<pad>`` pela máscara (um texto só
@@ -9,7 +9,10 @@ Dois exercícios, na ordem do notebook:
    operações não pode crescer com ``b``);
 2. :func:`check_cosine_matrix`: a matriz ``(n, n)`` de similaridade de cossenos, sem
    NaN quando um vetor é nulo e sem criar o tensor ``(n, n, d)`` que a comparação "todos
-   contra todos" por broadcasting (ou ``F.cosine_similarity``) cria.
+   contra todos" por broadcasting (ou ``F.cosine_similarity``) cria;
+3. :func:`check_nearest_tokens`: os ``k`` vizinhos mais próximos (pelo cosseno) de cada
+   token pedido, sem ele mesmo e sem o ``<pad>``, do mais parecido ao menos; sem laço
+   sobre os tokens pedidos.
 
 Cada conferência roda casos fixos e casos sorteados a cada execução, chama a resposta
 com as entradas de verdade (que não podem mudar) e só dá um diagnóstico quando a
@@ -29,7 +32,7 @@ from tpt.exercises.guards import call_answer, case_generator, check_gradients
 from tpt.exercises.rules import op_counts_by_size, record_ops
 from tpt.tokenizer import PAD_ID
 
-__all__ = ["check_mean_embedding", "check_cosine_matrix"]
+__all__ = ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
 
 
 def _seed_note(seed: int | None) -> str:
@@ -348,3 +351,144 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
                 "torch.where), some da saída, mas não do gradiente. Evite a divisão por 0: "
                 "norma.clamp_min(1e-12).",
             )
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 3: os vizinhos mais próximos de cada token
+# --------------------------------------------------------------------------------------
+def _similarities(weight: Tensor, token_ids: Tensor) -> Tensor:
+    """Cossenos ``(n, |V|)`` de cada token pedido com todos, sem ele mesmo e sem o <pad>."""
+    unit = F.normalize(weight, dim=-1)  # (|V|, d)
+    sims = unit[token_ids] @ unit.T  # (n, |V|)
+    sims[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    sims[:, PAD_ID] = float("-inf")
+    return sims
+
+
+def _nearest(weight: Tensor, token_ids: Tensor, k: int) -> Tensor:
+    return _similarities(weight, token_ids).topk(k, dim=-1).indices  # (n, k)
+
+
+def _nearest_case(
+    g: torch.Generator, vocab: int, d: int, n: int, k: int, pad_zero: bool
+) -> tuple[Tensor, Tensor, int]:
+    norms = torch.rand(vocab, 1, generator=g) * 4 + 0.2  # normas bem diferentes
+    weight = F.normalize(torch.randn(vocab, d, generator=g), dim=-1) * norms  # (|V|, d)
+    if pad_zero:
+        weight[PAD_ID] = 0.0  # como o padding_idx deixa
+    else:
+        weight[PAD_ID] = weight[1:].mean(dim=0) * 5  # perto de todos: apareceria no topo
+    token_ids = torch.randperm(vocab - 1, generator=g)[:n] + 1  # (n,), sem o <pad>
+    return weight, token_ids, k
+
+
+_NEAREST_FIXED = [  # (|V|, d, n, k, linha do <pad> nula?)
+    (12, 3, 4, 3, True),
+    (10, 4, 3, 2, False),
+    (7, 2, 6, 5, True),
+]
+
+
+def _nearest_variants(weight: Tensor, token_ids: Tensor, k: int) -> list[tuple[str, Tensor]]:
+    unit = F.normalize(weight, dim=-1)
+    raw = unit[token_ids] @ unit.T  # (n, |V|)
+    no_self = raw.clone()
+    no_self[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    no_pad = raw.clone()
+    no_pad[:, PAD_ID] = float("-inf")
+    dots = weight[token_ids] @ weight.T
+    dots[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    dots[:, PAD_ID] = float("-inf")
+    zeroed = raw.clone()
+    zeroed[torch.arange(len(token_ids)), token_ids] = 0.0
+    zeroed[:, PAD_ID] = 0.0
+    return [
+        (
+            "o <pad> entrou na lista: tire a coluna do PAD_ID antes do topk.",
+            no_self.topk(k).indices,
+        ),
+        (
+            "cada token apareceu como vizinho de si mesmo (cosseno 1): tire-o antes do topk.",
+            no_pad.topk(k).indices,
+        ),
+        (
+            "é a ordem dos produtos escalares, sem normalizar: aqui as linhas têm normas "
+            "diferentes, e o cosseno olha só a direção.",
+            dots.topk(k).indices,
+        ),
+        (
+            "o próprio token e o <pad> foram 'tirados' com similaridade 0, mas 0 ganha dos "
+            "cossenos negativos; use -inf.",
+            zeroed.topk(k).indices,
+        ),
+        (
+            "estão em ordem crescente de similaridade; a lista começa pelo mais parecido.",
+            _nearest(weight, token_ids, k).flip(-1),
+        ),
+    ]
+
+
+@exercise("Exercício 3 (os vizinhos mais próximos de cada token)")
+def check_nearest_tokens(nearest_tokens: Callable[[Tensor, Tensor, int], Tensor]) -> None:
+    """``nearest_tokens(weight (|V|, d), token_ids (n,), k) -> (n, k)`` ids, do mais parecido."""
+    g, seed = case_generator()
+    cases = [
+        (*_nearest_case(torch.Generator().manual_seed(i), *shape), None)
+        for i, shape in enumerate(_NEAREST_FIXED)
+    ]
+    for _ in range(8):
+        vocab = int(torch.randint(6, 25, (1,), generator=g))
+        d = int(torch.randint(2, 6, (1,), generator=g))
+        n = int(torch.randint(1, vocab - 1, (1,), generator=g))
+        k = int(torch.randint(1, vocab - 2, (1,), generator=g))
+        pad_zero = bool(torch.rand(1, generator=g) < 0.5)
+        cases.append((*_nearest_case(g, vocab, d, n, k, pad_zero), seed))
+    for weight, token_ids, k, case_seed in cases:
+        n = len(token_ids)
+        where = (
+            f"Para weight {tuple(weight.shape)}, token_ids={token_ids.tolist()} e k={k}"
+            + _seed_note(case_seed)
+        )
+        received = call_answer(
+            nearest_tokens,
+            {"weight": weight, "token_ids": token_ids, "k": k},
+            where,
+            "Confira os formatos: similaridades (n, |V|) e topk(k, dim=-1).",
+        )
+        expect(
+            isinstance(received, Tensor) and not received.is_floating_point(),
+            f"{where}, esperava um tensor de ids inteiros; recebi "
+            + (f"{received.dtype}." if isinstance(received, Tensor) else type(received).__name__),
+        )
+        expect(
+            tuple(received.shape) == (n, k),
+            f"{where}, esperava (n, k) = ({n}, {k}); recebi {tuple(received.shape)}.",
+        )
+        expected = _nearest(weight, token_ids, k)
+        if torch.equal(received, expected):
+            continue
+        sims = _similarities(weight, token_ids)  # (n, |V|)
+        valid = bool(((received >= 0) & (received < len(weight))).all())
+        if valid:  # empates por arredondamento: vale quem tem a mesma similaridade
+            got = sims.gather(1, received.long())
+            want = sims.gather(1, expected)
+            if bool(torch.isfinite(got).all()) and float((got - want).abs().max()) <= 1e-5:
+                continue
+        message = f"{where}, esperava {expected.tolist()}, recebi {received.tolist()}"
+        for diagnosis, wrong in _nearest_variants(weight, token_ids, k):
+            if not torch.equal(wrong, expected) and torch.equal(received, wrong):
+                raise ExerciseError(f"{message}: {diagnosis}")
+        raise ExerciseError(message + ".")
+    sizes = (2, 6)
+    small, large = op_counts_by_size(
+        nearest_tokens,
+        lambda m: _nearest_case(torch.Generator().manual_seed(m), 12, 3, m, 3, True),
+        sizes,
+    )
+    expect(
+        small == large,
+        f"Com {sizes[0]} e {sizes[1]} tokens pedidos, sua função executou {small} e {large} "
+        "operações do PyTorch: o número cresce com n, então algo roda uma vez por token "
+        "(for, map, compreensão ou função auxiliar). Calcule as similaridades de todos de "
+        "uma vez, (n, d) @ (d, |V|).",
+    )
