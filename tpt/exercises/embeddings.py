@@ -35,6 +35,8 @@ from tpt.tokenizer import PAD_ID
 __all__ = ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
 
 
+# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
+# embeddings; caberia em guards, junto do case_generator).
 def _seed_note(seed: int | None) -> str:
     return "" if seed is None else f" (caso sorteado, semente {seed})"
 

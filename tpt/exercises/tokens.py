@@ -44,6 +44,8 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
+# embeddings; caberia em guards, junto do case_generator).
 def _seed_note(seed: int | None) -> str:
     return "" if seed is None else f" (caso sorteado, semente {seed})"
 
