@@ -38,6 +38,9 @@ from tpt.numfmt import fmt
 __all__ = ["check_ffn_as_convolution", "check_parallel_block", "check_encoder_layer_flops"]
 
 _ATOL = 1e-5
+# Gradientes através da atenção: o caminho rápido (F.scaled_dot_product_attention) e o
+# explícito diferem no arredondamento, e o backward da LayerNorm amplia a diferença.
+_GRAD_ATOL = 1e-4
 
 # Núcleos ATen de convolução (F.conv1d, torch.conv1d e nn.Conv1d chegam a um deles).
 _CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "mkldnn_convolution"})
@@ -98,6 +101,13 @@ def _ffn_variants(x: Tensor, ffn: FeedForward) -> list[tuple[str, Tensor]]:
             mixed = F.conv1d(torch.relu(F.conv1d(x, w1[..., None], b1)), w2[..., None], b2)
             variants.append(
                 (
+                    "a saída ficou no formato da conv1d, (b, d, t) (com t = d, a forma não "
+                    "acusa). Transponha de volta para (b, t, d) no fim.",
+                    ffn(x).transpose(1, 2),
+                )
+            )
+            variants.append(
+                (
                     "com t = d a conv rodou sem erro, mas sobre o eixo errado: você não "
                     "transpôs x para (b, d, t), e a convolução misturou posições em vez de "
                     "características.",
@@ -140,7 +150,9 @@ def check_ffn_as_convolution(ffn_conv: Callable[[Tensor, FeedForward], Tensor]) 
                 "duas, uma para cada camada linear da FFN (d -> d_ff e d_ff -> d).",
             )
             expect(
-                not (isinstance(received, Tensor) and tuple(received.shape) == (b, d, t) != (b, t, d)),
+                not (
+                    isinstance(received, Tensor) and tuple(received.shape) == (b, d, t) != (b, t, d)
+                ),
                 f"{where}, a saída saiu com forma {(b, d, t)} = (b, d, t), o formato da conv1d. "
                 "Transponha de volta para (b, t, d) no fim.",
             )
@@ -202,7 +214,7 @@ def check_parallel_block(parallel_block: Callable[..., Tensor]) -> None:
     cases = [(2, 5, 8, 2, 32, "caso fixo")]
     for _ in range(2):
         h = _randint(generator, 1, 4)
-        d = h * _randint(generator, 2, 4)
+        d = h * _randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
         cases.append(
             (
                 _randint(generator, 1, 3),
@@ -236,7 +248,7 @@ def check_parallel_block(parallel_block: Callable[..., Tensor]) -> None:
                 atol=_ATOL,
                 variants=_parallel_variants(x, attn, ffn, norm),
             )
-            check_gradients(parallel_block, _parallel_reference, args, where, atol=_ATOL)
+            check_gradients(parallel_block, _parallel_reference, args, where, atol=_GRAD_ATOL)
 
 
 # --------------------------------------------------------------------------------------
@@ -280,8 +292,7 @@ _FLOP_MISTAKES: list[tuple[str, Callable[[int, int, int], float]]] = [
         lambda d, f, t: 8 * t * d * d + 4 * t * t * d + 2 * t * d * f,
     ),
     (
-        "sua conta é por token (dividida por t); o exercício pede a sequência inteira de t "
-        "tokens.",
+        "sua conta é por token (dividida por t); o exercício pede a sequência inteira de t tokens.",
         lambda d, f, t: 8 * d * d + 4 * t * d + 4 * d * f,
     ),
 ]
@@ -294,7 +305,13 @@ def _flop_cases(generator: torch.Generator, seed: int) -> list[tuple[int, int, i
         h = _randint(generator, 1, 4)
         d = h * _randint(generator, 2, 8)
         cases.append(
-            (d, h, _randint(generator, 1, 6 * d), _randint(generator, 1, 24), f"sorteado, semente {seed}")
+            (
+                d,
+                h,
+                _randint(generator, 1, 6 * d),
+                _randint(generator, 1, 24),
+                f"sorteado, semente {seed}",
+            )
         )
     return cases
 
@@ -324,9 +341,10 @@ def check_encoder_layer_flops(encoder_layer_flops: Callable[[int, int, int], Any
                 received = call_answer(encoder_layer_flops, {"d": d, "d_ff": d_ff, "t": t}, where)
             expect(
                 ops.total == 0,
-                f"{where}, sua resposta rodou operações do PyTorch ({', '.join(sorted(ops.counts))}): "
-                "criou tensores ou módulos para medir. O exercício pede a fórmula em d, d_ff e t, "
-                "que vale também para tamanhos que nem caberiam na memória.",
+                f"{where}, sua resposta rodou operações do PyTorch "
+                f"({', '.join(sorted(ops.counts))}): criou tensores ou módulos para medir. "
+                "O exercício pede a fórmula em d, d_ff e t, que vale também para tamanhos que "
+                "nem caberiam na memória.",
             )
             results.append((d, d_ff, t, _measured_flops(d, h, d_ff, t), _as_count(received, where)))
     wrong = [r for r in results if r[3] != r[4]]

@@ -40,6 +40,9 @@ from tpt.numfmt import fmt
 __all__ = ["check_pre_norm_decoder_layer", "check_smoothed_cross_entropy", "check_exact_match"]
 
 _ATOL = 1e-5
+# Gradientes através da atenção: o caminho rápido (F.scaled_dot_product_attention) e o
+# explícito diferem no arredondamento, e o backward da LayerNorm amplia a diferença.
+_GRAD_ATOL = 1e-4
 
 
 def _randint(generator: torch.Generator, low: int, high: int) -> int:
@@ -166,11 +169,22 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
     cases = [(2, 3, 5, 8, 2, 32, [5, 3], "caso fixo")]
     for _ in range(2):
         h = _randint(generator, 1, 4)
-        d = h * _randint(generator, 2, 4)
+        d = h * _randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
         b, t = _randint(generator, 1, 3), _randint(generator, 2, 6)
         s = t + _randint(generator, 1, 4)  # t != s: trocar consultas e chaves não passa
         lengths = [_randint(generator, 1, s) for _ in range(b)]
-        cases.append((b, t, s, d, h, _randint(generator, d, 4 * d), lengths, f"caso sorteado (semente {seed})"))
+        cases.append(
+            (
+                b,
+                t,
+                s,
+                d,
+                h,
+                _randint(generator, d, 4 * d),
+                lengths,
+                f"caso sorteado (semente {seed})",
+            )
+        )
     with torch.random.fork_rng(devices=[]):
         for b, t, s, d, h, d_ff, lengths, label in cases:
             where = (
@@ -192,7 +206,9 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
                 atol=_ATOL,
                 variants=_decoder_variants(*args.values()),
             )
-            check_gradients(pre_norm_decoder_layer, _decoder_reference, args, where, atol=_ATOL)
+            check_gradients(
+                pre_norm_decoder_layer, _decoder_reference, args, where, atol=_GRAD_ATOL
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -312,7 +328,9 @@ def check_smoothed_cross_entropy(smoothed_cross_entropy: Callable[..., Tensor]) 
             where,
             atol=_ATOL,
             name="a perda",
-            variants=[(m, w.to(logits.dtype)) for m, w in _smoothed_variants(logits, targets, eps, pad)],
+            variants=[
+                (m, w.to(logits.dtype)) for m, w in _smoothed_variants(logits, targets, eps, pad)
+            ],
         )
         check_gradients(
             smoothed_cross_entropy, _smoothed_reference, args, where, wrt=("logits",), atol=_ATOL
@@ -401,7 +419,7 @@ def _match_cases(generator: torch.Generator, seed: int):
     target_b = torch.tensor([[20, 21, 22, e, z, z], [23, 24, 25, e, z, z], [28, e, z, z, z, z]])
     pred_b = torch.tensor([[20, 21, 22, e], [23, 24, 25, 26], [28, e, e, e]])  # (3, 4)
     target_c = torch.tensor([[30, 31, 5, 9], [32, 5, 9, 9], [33, 5, 9, 9]])
-    pred_c = torch.tensor([[30, 31, 5, 33, 34], [32, 5, 0, 2, 0], [33]  + [0] * 4])
+    pred_c = torch.tensor([[30, 31, 5, 33, 34], [32, 5, 0, 2, 0], [33] + [0] * 4])
     cases = [
         (pred_a, target_a, e, z, "caso fixo com saídas mais largas que os rótulos"),
         (pred_b, target_b, e, z, "caso fixo com saídas cortadas em max_len, sem <eos>"),
