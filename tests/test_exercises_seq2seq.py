@@ -185,6 +185,33 @@ def test_decoder_in_place_change_of_each_input_is_named(name, capsys):
     _rejected(ex.check_pre_norm_decoder_layer, sneaky, capsys, f"modificou `{name}` no lugar")
 
 
+def _ready_tpt_layer(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    d = x.shape[-1]
+    layer = tpt.DecoderLayer(d, sa.num_heads, ffn.ff_dim, dropout=0.0, norm_first=True).eval()
+    layer.self_attn, layer.cross_attn, layer.ffn = sa, ca, ffn
+    layer.norm1, layer.norm2, layer.norm3 = n1, n2, n3
+    return layer(x, memory, is_causal=True, memory_key_padding_mask=pad)
+
+
+class _Renamed(nn.TransformerDecoderLayer):  # outra classe, outro nome: ainda é a camada pronta
+    pass
+
+
+def _ready_torch_layer(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    d, t = x.shape[-1], x.shape[1]
+    layer = _Renamed(d, sa.num_heads, ffn.ff_dim, dropout=0.0, batch_first=True, norm_first=True)
+    return layer.eval()(x, memory, tgt_mask=tpt.causal_mask(t), memory_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [(_ready_tpt_layer, "DecoderLayer"), (_ready_torch_layer, "_Renamed")],
+    ids=["tpt", "torch-subclasse"],
+)
+def test_decoder_ready_made_layer_is_seen_whatever_the_name(answer, name, capsys):
+    _rejected(ex.check_pre_norm_decoder_layer, answer, capsys, "camada de decoder pronta", name)
+
+
 def test_decoder_no_grad_and_detached_memory_are_rejected(capsys):
     def under_no_grad(*args):
         with torch.no_grad():

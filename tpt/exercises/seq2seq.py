@@ -74,9 +74,24 @@ def _record_torch_calls() -> Iterator[set[str]]:
         yield mode.names
 
 
+# GENÉRICO: as classes dos módulos cujo forward rodou no bloco (um gancho global do
+# PyTorch vê qualquer instância, com qualquer nome).
+@contextlib.contextmanager
+def _record_modules() -> Iterator[set[type]]:
+    seen: set[type] = set()
+    handle = nn.modules.module.register_module_forward_pre_hook(
+        lambda module, args: seen.add(type(module))
+    )
+    try:
+        yield seen
+    finally:
+        handle.remove()
+
+
 # --------------------------------------------------------------------------------------
 # Exercício 1: a camada do decoder com pré-normalização
 # --------------------------------------------------------------------------------------
+_READY_LAYERS = (DecoderLayer, nn.TransformerDecoderLayer, nn.TransformerDecoder, nn.Transformer)
 _PIECES = ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
 
 
@@ -192,12 +207,19 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
                 f"{lengths}, {h} cabeça(s)"
             )
             args, expected = _decoder_case(b, t, s, d, h, d_ff, lengths, generator)
-            received = call_answer(
-                pre_norm_decoder_layer,
-                args,
-                where,
-                hint="self_attn(h, is_causal=True) e cross_attn(h, memory, memory, "
-                "key_padding_mask=...) devolvem pares (saída, pesos).",
+            with _record_modules() as modules:
+                received = call_answer(
+                    pre_norm_decoder_layer,
+                    args,
+                    where,
+                    hint="self_attn(h, is_causal=True) e cross_attn(h, memory, memory, "
+                    "key_padding_mask=...) devolvem pares (saída, pesos).",
+                )
+            ready = sorted(cls.__name__ for cls in modules if issubclass(cls, _READY_LAYERS))
+            expect(
+                not ready,
+                f"{where}, sua resposta rodou uma camada de decoder pronta ({', '.join(ready)}). "
+                "O exercício pede as três subcamadas arrumadas por você, com as peças recebidas.",
             )
             expect_close(
                 received,
