@@ -17,6 +17,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.dropout import apply_dropout
+
 __all__ = ["ACTIVATIONS", "FeedForward", "activation_from_torch", "check_activation"]
 
 #: Ativações aceitas por ``FeedForward``.
@@ -89,7 +91,7 @@ class FeedForward(nn.Module):
             h = F.gelu(h)  # GELU exata (com erf), a mesma de nn.TransformerEncoderLayer
         else:
             h = F.silu(h) * self.linear3(x)  # SwiGLU: SiLU(x W1) * (x W3), (b, t, d_ff)
-        return self.linear2(self.dropout(h))  # (b, t, d)
+        return self.linear2(apply_dropout(self.dropout, h))  # (b, t, d)
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"
