@@ -28,7 +28,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tpt.attention import MultiHeadAttention
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator, check_gradients
+from tpt.exercises.guards import call_answer, case_generator, check_gradients, randint
 from tpt.exercises.rules import record_ops
 from tpt.feedforward import FeedForward
 from tpt.layers import EncoderLayer
@@ -48,11 +48,6 @@ _CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "mkldnn_convolut
 _MATMUL_OPS = frozenset({"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "linear", "mv"})
 
 
-def _randint(generator: torch.Generator, low: int, high: int) -> int:
-    """Um inteiro em ``[low, high]`` sorteado com ``generator``."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
-
-
 def _randomize(module: torch.nn.Module, generator: torch.Generator) -> torch.nn.Module:
     """Pesos e vieses sorteados (normas com gamma e beta longe de 1 e 0), em modo de avaliação."""
     with torch.no_grad():
@@ -70,13 +65,13 @@ def _ffn_cases(generator: torch.Generator, seed: int) -> list[tuple[int, int, in
     """(b, t, d, d_ff, descrição): t = d (a conv sem transpor roda) e dois casos sorteados."""
     cases = [(3, 8, 8, 16, "caso fixo com t = d"), (2, 5, 8, 32, "caso fixo")]
     for _ in range(2):
-        d = _randint(generator, 2, 12)
+        d = randint(generator, 2, 12)
         cases.append(
             (
-                _randint(generator, 1, 3),
-                _randint(generator, 2, 9),
+                randint(generator, 1, 3),
+                randint(generator, 2, 9),
                 d,
-                _randint(generator, d, 4 * d),
+                randint(generator, d, 4 * d),
                 f"caso sorteado (semente {seed})",
             )
         )
@@ -213,15 +208,15 @@ def check_parallel_block(parallel_block: Callable[..., Tensor]) -> None:
     generator, seed = case_generator()
     cases = [(2, 5, 8, 2, 32, "caso fixo")]
     for _ in range(2):
-        h = _randint(generator, 1, 4)
-        d = h * _randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
+        h = randint(generator, 1, 4)
+        d = h * randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
         cases.append(
             (
-                _randint(generator, 1, 3),
-                _randint(generator, 2, 7),
+                randint(generator, 1, 3),
+                randint(generator, 2, 7),
                 d,
                 h,
-                _randint(generator, d, 4 * d),
+                randint(generator, d, 4 * d),
                 f"caso sorteado (semente {seed})",
             )
         )
@@ -302,14 +297,14 @@ def _flop_cases(generator: torch.Generator, seed: int) -> list[tuple[int, int, i
     """(d, h, d_ff, t, descrição): t = 1, d_ff != 4d, e três casos sorteados."""
     cases = [(8, 2, 32, 1, "caso fixo"), (12, 3, 20, 7, "caso fixo"), (16, 4, 64, 16, "caso fixo")]
     for _ in range(3):
-        h = _randint(generator, 1, 4)
-        d = h * _randint(generator, 2, 8)
+        h = randint(generator, 1, 4)
+        d = h * randint(generator, 2, 8)
         cases.append(
             (
                 d,
                 h,
-                _randint(generator, 1, 6 * d),
-                _randint(generator, 1, 24),
+                randint(generator, 1, 6 * d),
+                randint(generator, 1, 24),
                 f"sorteado, semente {seed}",
             )
         )

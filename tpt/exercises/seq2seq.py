@@ -20,19 +20,17 @@ variante errada correspondente foi calculada e bateu com a resposta.
 
 from __future__ import annotations
 
-import contextlib
 import numbers
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch.overrides import TorchFunctionMode
 
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator, check_gradients
-from tpt.exercises.rules import op_counts_by_size, record_ops
+from tpt.exercises.guards import call_answer, case_generator, check_gradients, randint
+from tpt.exercises.rules import op_counts_by_size, record_modules, record_ops, record_torch_calls
 from tpt.layers import DecoderLayer
 from tpt.masks import causal_mask
 from tpt.numfmt import fmt
@@ -45,47 +43,9 @@ _ATOL = 1e-5
 _GRAD_ATOL = 1e-4
 
 
-def _randint(generator: torch.Generator, low: int, high: int) -> int:
-    """Um inteiro em ``[low, high]`` sorteado com ``generator``."""
-    return int(torch.randint(low, high + 1, (1,), generator=generator))
-
-
 def _padding(lengths: list[int], width: int) -> Tensor:
     """Máscara ``(b, width)`` com ``True`` nas posições depois de cada comprimento."""
     return torch.arange(width)[None, :] >= torch.tensor(lengths)[:, None]
-
-
-# GENÉRICO: as funções da API do torch chamadas num bloco (``Tensor.tolist``, ``numpy``...),
-# vistas pelo que roda (TorchFunctionMode), como record_ops faz com as operações ATen.
-class _TorchCalls(TorchFunctionMode):
-    def __init__(self) -> None:
-        super().__init__()
-        self.names: set[str] = set()
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
-        self.names.add(getattr(func, "__name__", str(func)))
-        return func(*args, **(kwargs or {}))
-
-
-@contextlib.contextmanager
-def _record_torch_calls() -> Iterator[set[str]]:
-    mode = _TorchCalls()
-    with mode:
-        yield mode.names
-
-
-# GENÉRICO: as classes dos módulos cujo forward rodou no bloco (um gancho global do
-# PyTorch vê qualquer instância, com qualquer nome).
-@contextlib.contextmanager
-def _record_modules() -> Iterator[set[type]]:
-    seen: set[type] = set()
-    handle = nn.modules.module.register_module_forward_pre_hook(
-        lambda module, args: seen.add(type(module))
-    )
-    try:
-        yield seen
-    finally:
-        handle.remove()
 
 
 # --------------------------------------------------------------------------------------
@@ -157,7 +117,7 @@ def _decoder_variants(x, memory, pad, sa, ca, ffn, n1, n2, n3) -> list[tuple[str
 
 def _decoder_case(b: int, t: int, s: int, d: int, h: int, d_ff: int, lengths, generator):
     """A camada do PyTorch (com normas sorteadas), as peças da cópia do tpt e as entradas."""
-    torch.manual_seed(_randint(generator, 0, 10**6))
+    torch.manual_seed(randint(generator, 0, 10**6))
     ref = nn.TransformerDecoderLayer(
         d, h, d_ff, dropout=0.0, batch_first=True, norm_first=True
     ).eval()
@@ -183,11 +143,11 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
     generator, seed = case_generator()
     cases = [(2, 3, 5, 8, 2, 32, [5, 3], "caso fixo")]
     for _ in range(2):
-        h = _randint(generator, 1, 4)
-        d = h * _randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
-        b, t = _randint(generator, 1, 3), _randint(generator, 2, 6)
-        s = t + _randint(generator, 1, 4)  # t != s: trocar consultas e chaves não passa
-        lengths = [_randint(generator, 1, s) for _ in range(b)]
+        h = randint(generator, 1, 4)
+        d = h * randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
+        b, t = randint(generator, 1, 3), randint(generator, 2, 6)
+        s = t + randint(generator, 1, 4)  # t != s: trocar consultas e chaves não passa
+        lengths = [randint(generator, 1, s) for _ in range(b)]
         cases.append(
             (
                 b,
@@ -195,7 +155,7 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
                 s,
                 d,
                 h,
-                _randint(generator, d, 4 * d),
+                randint(generator, d, 4 * d),
                 lengths,
                 f"caso sorteado (semente {seed})",
             )
@@ -207,7 +167,7 @@ def check_pre_norm_decoder_layer(pre_norm_decoder_layer: Callable[..., Tensor]) 
                 f"{lengths}, {h} cabeça(s)"
             )
             args, expected = _decoder_case(b, t, s, d, h, d_ff, lengths, generator)
-            with _record_modules() as modules:
+            with record_modules() as modules:
                 received = call_answer(
                     pre_norm_decoder_layer,
                     args,
@@ -304,20 +264,20 @@ def _smoothing_cases(generator: torch.Generator, seed: int):
         (2, 5, 9, 0.25, 3, [5, 0], "caso fixo com uma linha só de <pad>"),
     ]
     for _ in range(2):
-        b, t = _randint(generator, 1, 4), _randint(generator, 2, 7)
+        b, t = randint(generator, 1, 4), randint(generator, 2, 7)
         specs.append(
             (
                 b,
                 t,
-                _randint(generator, 4, 40),
+                randint(generator, 4, 40),
                 float(torch.rand((), generator=generator)) * 0.4,
                 -1,  # sorteado abaixo, conforme V
-                [_randint(generator, 1, t) for _ in range(b)],
+                [randint(generator, 1, t) for _ in range(b)],
                 f"caso sorteado (semente {seed})",
             )
         )
     for b, t, v, eps, pad, lengths, label in specs:
-        pad = _randint(generator, 0, v - 1) if pad < 0 else pad
+        pad = randint(generator, 0, v - 1) if pad < 0 else pad
         logits = 2 * torch.randn(b, t, v, generator=generator)  # (b, t, V)
         words = torch.randint(0, v - 1, (b, t), generator=generator)
         words = words + (words >= pad).long()  # qualquer id menos o de <pad>
@@ -400,18 +360,18 @@ def _random_match_case(
     generator: torch.Generator, b: int, eos: int, pad: int, words: tuple[int, int]
 ) -> tuple[Tensor, Tensor]:
     """Rótulos sorteados e saídas que erram de vários jeitos (ou acertam com lixo depois)."""
-    lengths = [_randint(generator, 1, 6) for _ in range(b)]
-    t2 = max(lengths) + 1 + _randint(generator, 0, 2)
-    t1 = _randint(generator, 2, t2 + 3)
+    lengths = [randint(generator, 1, 6) for _ in range(b)]
+    t2 = max(lengths) + 1 + randint(generator, 0, 2)
+    t1 = randint(generator, 2, t2 + 3)
     target = torch.full((b, t2), pad)
     pred = torch.randint(*words, (b, t1), generator=generator)  # lixo de fundo
     for i, k in enumerate(lengths):
         sentence = torch.randint(*words, (k,), generator=generator)
         target[i, :k], target[i, k] = sentence, eos
-        kind = _randint(generator, 0, 4)
+        kind = randint(generator, 0, 4)
         row = torch.cat([sentence, torch.tensor([eos])])  # (k + 1,)
         if kind == 1:  # uma palavra trocada
-            j = _randint(generator, 0, k - 1)
+            j = randint(generator, 0, k - 1)
             row[j] = words[0] + (int(row[j]) - words[0] + 1) % (words[1] - words[0])
         elif kind == 2:  # palavras certas e, no lugar do <eos>, outra palavra
             row[k] = words[0]
@@ -447,8 +407,8 @@ def _match_cases(generator: torch.Generator, seed: int):
         (pred_b, target_b, e, z, "caso fixo com saídas cortadas em max_len, sem <eos>"),
         (pred_c, target_c, 5, 9, "caso fixo com eos_id = 5 e pad_id = 9"),
     ]
-    eos, pad = _randint(generator, 0, 9), _randint(generator, 10, 19)
-    pred, target = _random_match_case(generator, _randint(generator, 4, 9), eos, pad, (20, 40))
+    eos, pad = randint(generator, 0, 9), randint(generator, 10, 19)
+    pred, target = _random_match_case(generator, randint(generator, 4, 9), eos, pad, (20, 40))
     cases.append((pred, target, eos, pad, f"caso sorteado (semente {seed})"))
     return cases
 
@@ -517,7 +477,7 @@ def check_exact_match(exact_match: Callable[..., Any]) -> None:
         raise ExerciseError(
             f"{found} (a fração de linhas iguais ao rótulo até o primeiro <eos>, inclusive)."
         )
-    with _record_torch_calls() as calls:
+    with record_torch_calls() as calls:
         small, large = op_counts_by_size(exact_match, _sized_match_args, (3, 9))
     listed = sorted(calls & {"tolist", "numpy", "__array__"})
     expect(
