@@ -16,18 +16,23 @@ dois tamanhos.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from tpt.attention import MultiHeadAttention
-from tpt.exercises.core import ExerciseError, exercise, expect, expect_close, max_abs_diff
+from tpt.exercises.core import (
+    ExerciseError,
+    exercise,
+    expect,
+    expect_close,
+    max_abs_diff,
+    unambiguous,
+)
 from tpt.exercises.guards import call_answer, case_generator
-from tpt.exercises.rules import op_counts_by_size
+from tpt.exercises.rules import op_counts_by_size, record_python_calls
 from tpt.generation import top_p_filter as _tpt_top_p_filter
 from tpt.kv_cache import KVCache
 from tpt.masks import causal_mask
@@ -36,27 +41,6 @@ from tpt.numfmt import fmt
 __all__ = ["check_top_p", "check_repetition_penalty", "check_cached_attention"]
 
 _ATOL = 1e-5
-
-
-# GENÉRICO: quais funções Python rodaram durante um bloco, reconhecidas pelo objeto de
-# código (um apelido, um argumento padrão, um functools.partial ou um método pego da
-# classe chegam ao mesmo código). Serve para regras como "não chame X" quando X é uma
-# função do tpt, que não tem uma operação ATen própria para o record_ops enxergar.
-@contextlib.contextmanager
-def _python_calls(*functions: Callable[..., Any]) -> Iterator[set[Callable[..., Any]]]:
-    codes = {f.__code__: f for f in functions}
-    ran: set[Callable[..., Any]] = set()
-
-    def profiler(frame: Any, event: str, _arg: Any) -> None:
-        if event == "call" and frame.f_code in codes:
-            ran.add(codes[frame.f_code])
-
-    previous = sys.getprofile()
-    sys.setprofile(profiler)
-    try:
-        yield ran
-    finally:
-        sys.setprofile(previous)
 
 
 def _expect_float_like(received: Any, expected: Tensor, where: str) -> Tensor:
@@ -183,7 +167,7 @@ def _top_p_variants(logits: Tensor, p: float) -> list[tuple[str, Tensor]]:
     manual = exp / exp.sum(-1, keepdim=True)
     kept = torch.isfinite(_nucleus(logits, p))
     tied = _nucleus(logits, p).masked_fill(~kept, float("inf")).min(-1, keepdim=True).values
-    return [
+    variants = [
         (
             "o token que cruza o limiar foi jogado fora. Ele também fica: guarde o token i "
             "enquanto a soma dos ANTERIORES a ele ainda é < p (cortar onde a soma acumulada, "
@@ -223,13 +207,17 @@ def _top_p_variants(logits: Tensor, p: float) -> list[tuple[str, Tensor]]:
             "conjunto com soma >= p: entre empatados, fique só com os que faltam.",
             logits.masked_fill(logits < tied, float("-inf")),
         ),
-        (
-            "as probabilidades saíram de exp(logit) / soma, que estoura com logits grandes "
-            "(exp(1000) = inf e inf / inf = NaN). Use F.softmax, que subtrai o maior logit antes "
-            "do exp.",
-            logits.masked_fill(back((manual.cumsum(-1) - manual) >= p), float("-inf")),
-        ),
     ]
+    if not bool(torch.isfinite(exp).all()):  # só quando o exp de fato estoura
+        variants.append(
+            (
+                "as probabilidades saíram de exp(logit) / soma, que estoura com logits grandes "
+                "(exp(1000) = inf e inf / inf = NaN). Use F.softmax, que subtrai o maior logit "
+                "antes do exp.",
+                logits.masked_fill(back((manual.cumsum(-1) - manual) >= p), float("-inf")),
+            )
+        )
+    return variants
 
 
 @exercise("Exercício 1 (top-p escrito por você)")
@@ -239,10 +227,10 @@ def check_top_p(top_p: Callable[[Tensor, float], Tensor]) -> None:
     cases = _top_p_fixed_cases() + [_top_p_random_case(gen, seed) for _ in range(3)]
     for description, logits, p in cases:
         where = f"Para {description}"
-        with _python_calls(_tpt_top_p_filter) as ran:
+        with record_python_calls() as codes:
             received = call_answer(top_p, {"logits": logits, "p": p}, where, _TOP_P_HINT)
         expect(
-            not ran,
+            _tpt_top_p_filter.__code__ not in codes,
             f"{where}, sua função chamou tpt.generation.top_p_filter (diretamente ou por "
             "outra função, como sample_next_token): o exercício pede o filtro escrito por "
             "você.",
@@ -254,8 +242,9 @@ def check_top_p(top_p: Callable[[Tensor, float], Tensor]) -> None:
 
 
 def _explain_top_p(logits: Tensor, received: Tensor, p: float, where: str) -> None:
-    for diagnosis, wrong in _top_p_variants(logits, p):
-        if max_abs_diff(received, wrong.to(received.dtype)) <= _ATOL:
+    variants = [(d, w.to(received.dtype)) for d, w in _top_p_variants(logits, p)]
+    for diagnosis, wrong in unambiguous(variants, _ATOL):
+        if max_abs_diff(received, wrong) <= _ATOL:
             raise ExerciseError(f"{where}, {diagnosis}")
     kept = torch.isfinite(received)
     expect(
@@ -491,7 +480,7 @@ def check_cached_attention(
                 f"{start} a {end - 1})"
             )
             x_new = x_full[:, start:end].clone()  # (b, t, d)
-            with torch.no_grad(), _python_calls(MultiHeadAttention.forward) as ran:
+            with torch.no_grad(), record_python_calls() as codes:
                 received = call_answer(
                     lambda mha, x_new, cache=cache: cached_attention(mha, x_new, cache),
                     {"mha": mha, "x_new": x_new},
@@ -499,7 +488,7 @@ def check_cached_attention(
                     _CACHE_HINT,
                 )
             expect(
-                not ran,
+                MultiHeadAttention.forward.__code__ not in codes,
                 f"{where}, sua função chamou a própria MultiHeadAttention (mha(...) ou "
                 "mha.forward): o exercício pede o passo escrito com mha.project_qkv e "
                 "mha.out_proj.",

@@ -17,10 +17,8 @@ diagnóstico só aparece quando a variante errada correspondente foi calculada e
 
 from __future__ import annotations
 
-import contextlib
 import math
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -28,33 +26,13 @@ from torch import Tensor
 
 from tpt.exercises.core import exercise, expect, expect_close, max_abs_diff
 from tpt.exercises.guards import call_answer, case_generator, check_gradients
-from tpt.exercises.rules import ATTENTION_KERNEL_OPS, record_ops
+from tpt.exercises.rules import ATTENTION_KERNEL_OPS, record_ops, record_python_calls
 from tpt.numfmt import fmt
 from tpt.positional import RotaryEmbedding, apply_rope
 
 __all__ = ["check_rope_half", "check_gqa_attention", "check_merge_partials"]
 
 _ATOL = 1e-5
-
-
-# GENÉRICO: quais funções Python rodaram durante um bloco, reconhecidas pelo objeto de
-# código (apelido, argumento padrão, functools.partial ou método pego da classe chegam ao
-# mesmo código). O mesmo auxiliar está em generation.py; é para subir para rules.py.
-@contextlib.contextmanager
-def _python_calls(*functions: Callable[..., Any]) -> Iterator[set[Callable[..., Any]]]:
-    codes = {f.__code__: f for f in functions}
-    ran: set[Callable[..., Any]] = set()
-
-    def profiler(frame: Any, event: str, _arg: Any) -> None:
-        if event == "call" and frame.f_code in codes:
-            ran.add(codes[frame.f_code])
-
-    previous = sys.getprofile()
-    sys.setprofile(profiler)
-    try:
-        yield ran
-    finally:
-        sys.setprofile(previous)
 
 
 # GENÉRICO: check_gradients sorteia o gradiente de saída com o dtype da saída de cada
@@ -161,10 +139,10 @@ def check_rope_half(rope_half: Callable[[Tensor, float], Tensor]) -> None:
     for description, shape, theta in _rope_cases(gen, seed):
         where = f"Para {description}"
         x = torch.randn(*shape, generator=gen, dtype=torch.float64)
-        with _python_calls(apply_rope, RotaryEmbedding.forward) as ran:
+        with record_python_calls() as codes:
             received = call_answer(rope_half, {"x": x, "theta": theta}, where, _ROPE_HINT)
         expect(
-            not ran,
+            not {apply_rope.__code__, RotaryEmbedding.forward.__code__} & codes,
             f"{where}, sua função usou tpt.apply_rope ou tpt.RotaryEmbedding (que giram pares "
             "vizinhos): o exercício pede a rotação metade e metade escrita por você.",
         )
