@@ -395,7 +395,7 @@ def test_backward_missing_scale_is_diagnosed(capsys):
         return gq * math.sqrt(query.shape[-1]), gk, gv
 
     result, out = _run(ex.check_attention_backward, no_scale, capsys)
-    assert result is False and "grad_query está errado: falta a escala" in out
+    assert result is False and "grad_query não confere: falta a escala" in out
 
 
 def test_backward_missing_shift_term_is_diagnosed(capsys):
@@ -420,7 +420,7 @@ def test_backward_missing_transposes_are_diagnosed_where_shapes_allow(capsys):
 
     # O primeiro caso fixo tem t != s e passa; o segundo (t = s) mostra o erro.
     result, out = _run(ex.check_attention_backward, value_no_transpose, capsys)
-    assert result is False and "grad_value está errado: faltou transpor os pesos" in out
+    assert result is False and "grad_value não confere: faltou transpor os pesos" in out
 
 
 def test_backward_wrong_shape_is_explained(capsys):

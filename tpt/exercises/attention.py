@@ -555,7 +555,7 @@ def check_attention_backward(
                 continue
             for diagnosis, wrong in variants[name]:
                 if max_abs_diff(got, wrong) <= 1e-6 and max_abs_diff(wrong, want) > 1e-6:
-                    raise ExerciseError(f"{where}, {name} está errado: {diagnosis}")
+                    raise ExerciseError(f"{where}, {name} não confere: {diagnosis}")
             raise ExerciseError(
                 f"{where}, {name} difere do gradiente do autograd: maior diferença "
                 f"{fmt(diff, 2, sci=True)} (tolerância 1e-06)."

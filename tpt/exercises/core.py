@@ -154,7 +154,7 @@ def expect_close(
         return
     for diagnosis, wrong in unambiguous(list(variants), tol):
         if same_values(received, wrong, tol):
-            raise ExerciseError(f"{where}, {name} está errado: {diagnosis}")
+            raise ExerciseError(f"{where}, {name} não confere: {diagnosis}")
     raise ExerciseError(
         f"{where}, {name} difere do esperado: maior diferença {fmt(diff, 2, sci=True)} "
         f"(tolerância {fmt(tol, 0, sci=True)})."

@@ -35,17 +35,6 @@ __all__ = ["check_rope_half", "check_gqa_attention", "check_merge_partials"]
 _ATOL = 1e-5
 
 
-# GENÉRICO: check_gradients sorteia o gradiente de saída com o dtype da saída de cada
-# função; uma resposta que devolve float64 para uma entrada float32 (ou o contrário)
-# receberia outro gradiente de saída. Devolver no dtype da primeira entrada resolve.
-def _in_input_dtype(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def wrapped(first: Tensor, *rest: Any) -> Any:
-        out = fn(first, *rest)
-        return out.to(first.dtype) if isinstance(out, Tensor) else out
-
-    return wrapped
-
-
 # --------------------------------------------------------------------------------------
 # Exercício 1: RoPE "metade e metade"
 # --------------------------------------------------------------------------------------
@@ -161,7 +150,7 @@ def check_rope_half(rope_half: Callable[[Tensor, float], Tensor]) -> None:
     # float32: o gradiente que volta tem o dtype da saída, o mesmo na resposta e na referência.
     x = torch.randn(2, 5, 6, generator=gen)
     check_gradients(
-        _in_input_dtype(rope_half),
+        rope_half,
         _rope_half,
         {"x": x, "theta": 500.0},
         "No teste de gradiente (x (2, 5, 6), float32)",
@@ -281,7 +270,7 @@ def check_gqa_attention(gqa_attention: Callable[[Tensor, Tensor, Tensor], Tensor
         for shape in ((2, 4, 3, 5), (2, 2, 6, 5), (2, 2, 6, 5))
     )
     check_gradients(
-        _in_input_dtype(gqa_attention),
+        gqa_attention,
         _gqa,
         {"q": q, "k": k, "v": v},
         "No teste de gradiente (h=4, h_kv=2)",
