@@ -113,7 +113,7 @@ def test_mha_matches_torch(dtype, fused, bias, seed):
     ref = nn.MultiheadAttention(d, h, bias=bias, batch_first=True, dtype=dtype).eval()
     mha = MultiHeadAttention.from_torch(ref)
     mha.fused = fused
-    assert mha.training is False and mha.q_proj.weight.dtype == dtype
+    assert mha.training is False and mha.qkv_proj.weight.dtype == dtype
     tol = TOL[dtype]
     x = torch.randn(2, 5, d, dtype=dtype)
 
@@ -204,12 +204,14 @@ def test_gqa_equals_mha_with_shared_kv_heads(fused):
     gqa = MultiHeadAttention(d, h, num_kv_heads=h_kv, fused=fused).eval()
     mha = MultiHeadAttention(d, h, fused=fused).eval()
     with torch.no_grad():
-        mha.q_proj.load_state_dict(gqa.q_proj.state_dict())
         mha.out_proj.load_state_dict(gqa.out_proj.state_dict())
-        for name in ("k_proj", "v_proj"):
-            src, dst = getattr(gqa, name), getattr(mha, name)
-            dst.weight.copy_(src.weight.view(h_kv, d_h, d).repeat_interleave(group, 0).view(d, d))
-            dst.bias.copy_(src.bias.view(h_kv, d_h).repeat_interleave(group, 0).view(d))
+        # Linhas de qkv_proj: [Q (d) | K (d_kv) | V (d_kv)]; cada bloco de K/V se repete.
+        w_q, w_k, w_v = gqa.qkv_proj.weight.split([d, h_kv * d_h, h_kv * d_h])
+        b_q, b_k, b_v = gqa.qkv_proj.bias.split([d, h_kv * d_h, h_kv * d_h])
+        w_k, w_v = (w.view(h_kv, d_h, d).repeat_interleave(group, 0).view(d, d) for w in (w_k, w_v))
+        b_k, b_v = (b.view(h_kv, d_h).repeat_interleave(group, 0).view(d) for b in (b_k, b_v))
+        mha.qkv_proj.weight.copy_(torch.cat([w_q, w_k, w_v]))
+        mha.qkv_proj.bias.copy_(torch.cat([b_q, b_k, b_v]))
     x = torch.randn(3, 6, d)
     # float32: tolerância 1e-5.
     assert_close(gqa(x, is_causal=True)[0], mha(x, is_causal=True)[0], atol=1e-5, rtol=1e-5)
@@ -217,7 +219,7 @@ def test_gqa_equals_mha_with_shared_kv_heads(fused):
 
 def test_mqa_shapes_and_cache_size():
     mqa = MultiHeadAttention(16, 4, num_kv_heads=1).eval()
-    assert mqa.k_proj.weight.shape == (4, 16) and mqa.v_proj.weight.shape == (4, 16)
+    assert mqa.qkv_proj.weight.shape == (16 + 2 * 4, 16)  # [Q (d) | K (d_h) | V (d_h)]
     cache = KVCache()
     out, weights = mqa(torch.randn(2, 5, 16), is_causal=True, cache=cache, need_weights=True)
     assert out.shape == (2, 5, 16) and weights.shape == (2, 4, 5, 5)
@@ -415,3 +417,40 @@ def test_cache_batch_mismatch_and_static_with_rope():
     rope = MultiHeadAttention(8, 2, positional="rope")
     with pytest.raises(ValueError, match=r"cache estático"):
         rope(torch.randn(1, 2, 8), torch.randn(1, 4, 8), cache=KVCache(static=True))
+
+
+# --------------------------------------------------------------------------------------
+# Passo 1: Q, K e V numa só projeção (qkv_proj) = três projeções separadas
+# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("num_kv_heads", [4, 2, 1])
+def test_project_qkv_equals_three_separate_projections(num_kv_heads, bias):
+    torch.manual_seed(3)
+    d, h = 16, 4
+    mha = MultiHeadAttention(d, h, num_kv_heads, bias=bias).eval()
+    kv = mha.kv_dim
+    assert kv == num_kv_heads * (d // h)
+    assert mha.qkv_proj.weight.shape == (d + 2 * kv, d)
+    w_q, w_k, w_v = mha.qkv_proj.weight.split([d, kv, kv])  # linhas [Q | K | V]
+    b_q, b_k, b_v = mha.qkv_proj.bias.split([d, kv, kv]) if bias else (None, None, None)
+    x, memory, other = torch.randn(2, 5, d), torch.randn(2, 7, d), torch.randn(2, 7, d)
+    # float32: tolerância 1e-6 (a matriz empilhada soma na mesma ordem, coluna a coluna).
+    tol = dict(atol=1e-6, rtol=1e-6)
+    cases = [(x, None, None, x, x), (x, x, None, x, x), (x, memory, None, memory, memory),
+             (x, memory, memory, memory, memory), (x, memory, other, memory, other)]
+    for query, key, value, k_src, v_src in cases:
+        q, k, v = mha.project_qkv(query, key, value)
+        assert_close(q, F.linear(query, w_q, b_q), **tol)
+        assert_close(k, F.linear(k_src, w_k, b_k), **tol)
+        assert_close(v, F.linear(v_src, w_v, b_v), **tol)
+        assert q.shape == (2, 5, d) and k.shape == v.shape == (2, k_src.shape[1], kv)
+
+
+def test_from_torch_copies_in_proj_into_qkv_proj():
+    ref = nn.MultiheadAttention(8, 2, batch_first=True)
+    mha = MultiHeadAttention.from_torch(ref)
+    assert torch.equal(mha.qkv_proj.weight, ref.in_proj_weight)
+    assert torch.equal(mha.qkv_proj.bias, ref.in_proj_bias)
+    assert set(mha.state_dict()) == {
+        "qkv_proj.weight", "qkv_proj.bias", "out_proj.weight", "out_proj.bias"
+    }

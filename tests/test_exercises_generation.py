@@ -38,9 +38,10 @@ def repetition_penalty(logits, previous, penalty):
 def cached_attention(mha, x_new, cache):
     b, t, d = x_new.shape
     h, d_h = mha.num_heads, mha.head_dim
-    q = mha.q_proj(x_new).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k = mha.k_proj(x_new).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    v = mha.v_proj(x_new).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    q, k, v = mha.project_qkv(x_new)  # 3 x (b, t, d)
+    q = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    k = k.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    v = v.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
     k, v = cache.update(k, v)  # (b, h, s, d_h)
     out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)  # (b, h, t, d_h)
     return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))  # (b, t, d)
@@ -350,9 +351,10 @@ def test_cached_alternative_with_pytorch_sdpa_passes(capsys):
     def with_f_sdpa(mha, x_new, cache):
         b, t, d = x_new.shape
         h, d_h = mha.num_heads, mha.head_dim
-        q = mha.q_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        k = mha.k_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        v = mha.v_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
+        q, k, v = mha.project_qkv(x_new)
+        q = q.view(b, t, h, d_h).transpose(1, 2)
+        k = k.view(b, t, h, d_h).transpose(1, 2)
+        v = v.view(b, t, h, d_h).transpose(1, 2)
         k, v = cache.update(k, v)
         allowed = ~tpt.causal_mask(t, k.shape[-2])  # True = pode atender (convenção do F)
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
@@ -378,9 +380,10 @@ def _variant(mask: str = "bottom", scale: bool = True, out_proj: bool = True, up
     def answer(mha, x_new, cache):
         b, t, d = x_new.shape
         h, d_h = mha.num_heads, mha.head_dim
-        q = mha.q_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        k = mha.k_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        v = mha.v_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
+        q, k, v = mha.project_qkv(x_new)
+        q = q.view(b, t, h, d_h).transpose(1, 2)
+        k = k.view(b, t, h, d_h).transpose(1, 2)
+        v = v.view(b, t, h, d_h).transpose(1, 2)
         if update:
             k, v = cache.update(k, v)
         s = k.shape[-2]
@@ -410,9 +413,10 @@ def test_cached_top_left_mask_is_reported(capsys):
     def f_is_causal(mha, x_new, cache):
         b, t, d = x_new.shape
         h, d_h = mha.num_heads, mha.head_dim
-        q = mha.q_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        k = mha.k_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
-        v = mha.v_proj(x_new).view(b, t, h, d_h).transpose(1, 2)
+        q, k, v = mha.project_qkv(x_new)
+        q = q.view(b, t, h, d_h).transpose(1, 2)
+        k = k.view(b, t, h, d_h).transpose(1, 2)
+        v = v.view(b, t, h, d_h).transpose(1, 2)
         k, v = cache.update(k, v)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # alinhada pelo começo
         return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
@@ -439,9 +443,10 @@ def test_cached_wrong_head_split_is_reported(capsys):
     def no_transpose(mha, x_new, cache):
         b, t, d = x_new.shape
         h, d_h = mha.num_heads, mha.head_dim
-        q = mha.q_proj(x_new).reshape(b, h, t, d_h)  # sem transpose: mistura posições
-        k = mha.k_proj(x_new).reshape(b, h, t, d_h)
-        v = mha.v_proj(x_new).reshape(b, h, t, d_h)
+        q, k, v = mha.project_qkv(x_new)
+        q = q.reshape(b, h, t, d_h)  # sem transpose: mistura posições
+        k = k.reshape(b, h, t, d_h)
+        v = v.reshape(b, h, t, d_h)
         k, v = cache.update(k, v)
         out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)
         return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))

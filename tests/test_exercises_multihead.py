@@ -97,9 +97,10 @@ def _split(query, key_value, mha):
     b, t, d = query.shape
     s = key_value.shape[1]
     h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q = mha.q_proj(query).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k = mha.k_proj(key_value).view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
-    v = mha.v_proj(key_value).view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
+    q, k, v = mha.project_qkv(query, key_value)  # (b, t, d), (b, s, d_kv), (b, s, d_kv)
+    q = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    k = k.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
+    v = v.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
     return q, k, v
 
 
@@ -161,9 +162,10 @@ def test_gqa_rule_forbids_calling_the_module(capsys):
 
 def test_gqa_rule_forbids_the_module_internal_steps(capsys):
     def internal_steps(query, key_value, mha):
-        q = mha._split_heads(mha.q_proj(query), mha.num_heads)
-        k = mha._expand_kv_heads(mha._split_heads(mha.k_proj(key_value), mha.num_kv_heads))
-        v = mha._expand_kv_heads(mha._split_heads(mha.v_proj(key_value), mha.num_kv_heads))
+        q, k, v = mha.project_qkv(query, key_value)
+        q = mha._split_heads(q, mha.num_heads)
+        k = mha._expand_kv_heads(mha._split_heads(k, mha.num_kv_heads))
+        v = mha._expand_kv_heads(mha._split_heads(v, mha.num_kv_heads))
         return _merge(tpt.scaled_dot_product_attention(q, k, v)[0], mha)
 
     assert ex.check_gqa_forward(internal_steps) is False
@@ -225,9 +227,10 @@ def test_gqa_splitting_kv_into_num_heads_is_explained(capsys):
         b, t, d = query.shape
         s = key_value.shape[1]
         h, d_h = mha.num_heads, mha.head_dim
-        q = mha.q_proj(query).view(b, t, h, d_h).transpose(1, 2)
-        k = mha.k_proj(key_value).view(b, s, h, d_h).transpose(1, 2)
-        v = mha.v_proj(key_value).view(b, s, h, d_h).transpose(1, 2)
+        q, k, v = mha.project_qkv(query, key_value)
+        q = q.view(b, t, h, d_h).transpose(1, 2)
+        k = k.view(b, s, h, d_h).transpose(1, 2)
+        v = v.view(b, s, h, d_h).transpose(1, 2)
         return _merge(tpt.scaled_dot_product_attention(q, k, v)[0], mha)
 
     assert ex.check_gqa_forward(num_heads_for_kv) is False
@@ -239,9 +242,10 @@ def test_gqa_reshaping_kv_with_t_is_explained(capsys):
     def kv_with_t(query, key_value, mha):
         b, t, d = query.shape
         h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-        q = mha.q_proj(query).view(b, t, h, d_h).transpose(1, 2)
-        k = mha.k_proj(key_value).view(b, t, h_kv, d_h).transpose(1, 2)  # erro: t em vez de s
-        v = mha.v_proj(key_value).view(b, t, h_kv, d_h).transpose(1, 2)
+        q, k, v = mha.project_qkv(query, key_value)
+        q = q.view(b, t, h, d_h).transpose(1, 2)
+        k = k.view(b, t, h_kv, d_h).transpose(1, 2)  # erro: t em vez de s
+        v = v.view(b, t, h_kv, d_h).transpose(1, 2)
         group = h // h_kv
         k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         return _merge(tpt.scaled_dot_product_attention(q, k, v)[0], mha)

@@ -150,7 +150,10 @@ def test_cross_attention_ready_made_attention_is_blocked(call, capsys):
         b, t, d = x.shape
         if call == "tpt_mha":
             mha = tpt.MultiHeadAttention(d, num_heads, dropout=0.0, fused=False)
-            mha.q_proj, mha.k_proj, mha.v_proj, mha.out_proj = q_proj, k_proj, v_proj, out_proj
+            with torch.no_grad():  # linhas de qkv_proj: [Q | K | V]
+                mha.qkv_proj.weight.copy_(torch.cat([q_proj.weight, k_proj.weight, v_proj.weight]))
+                mha.qkv_proj.bias.copy_(torch.cat([q_proj.bias, k_proj.bias, v_proj.bias]))
+            mha.out_proj = out_proj
             return mha(x, memory, memory, key_padding_mask=mask, need_weights=True)
         q = _heads(q_proj(x), num_heads)
         k = _heads(k_proj(memory), num_heads)

@@ -159,7 +159,7 @@ def test_encoder_layer_bias_false_and_eps():
     ref = nn.TransformerEncoderLayer(8, 2, 16, layer_norm_eps=1e-3, bias=False, batch_first=True)
     ref.eval()
     ours = EncoderLayer.from_torch(ref)
-    assert ours.norm1.eps == 1e-3 and ours.self_attn.q_proj.bias is None
+    assert ours.norm1.eps == 1e-3 and ours.self_attn.qkv_proj.bias is None
     x = torch.randn(2, 3, 8)
     # float32: atol=1e-5, rtol=1e-5
     torch.testing.assert_close(ours(x), ref(x), atol=1e-5, rtol=1e-5)

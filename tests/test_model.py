@@ -397,7 +397,8 @@ def test_gpt_structure_and_weights():
     model = _gpt(positional="rope", num_kv_heads=2)
     assert model.positional is None  # RoPE age dentro da atenção
     assert all(layer.self_attn.positional == "rope" for layer in model.layers)
-    assert model.layers[0].self_attn.k_proj.out_features == 2 * 4  # h_kv * d_h
+    assert model.layers[0].self_attn.kv_dim == 2 * 4  # h_kv * d_h
+    assert model.layers[0].self_attn.qkv_proj.out_features == 16 + 2 * 2 * 4
     assert model.norm is not None  # pré-normalização: norma final
     assert _gpt(norm_first=False).norm is None
     assert model.lm_head.weight.data_ptr() == model.embedding.weight.data_ptr()

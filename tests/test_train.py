@@ -244,7 +244,7 @@ def test_weight_decay_only_on_matrices():
     decay_ids = {id(p) for p in decay["params"]}
     names = {id(p): n for n, p in model.named_parameters()}
     assert all(p.dim() == 2 for p in decay["params"])
-    assert id(model.layers[0].self_attn.q_proj.weight) in decay_ids
+    assert id(model.layers[0].self_attn.qkv_proj.weight) in decay_ids
     assert id(model.layers[0].ffn.linear1.weight) in decay_ids
     # embeddings (e o lm_head amarrado a elas), normas e vieses: sem decay
     assert id(model.embedding.embedding.weight) not in decay_ids

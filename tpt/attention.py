@@ -6,7 +6,9 @@ Lido de cima para baixo, este arquivo segue as aulas:
    (notebooks/03_atencao_produto_escalar.ipynb);
 2. ``MultiHeadAttention.forward``: os sete passos do notebook 04 (projetar uma vez,
    ``view``, ``transpose``, uma chamada de atenção, ``transpose`` de volta, juntar as
-   cabeças, projetar a saída), em uma tela (notebooks/04_atencao_multicabeca.ipynb);
+   cabeças, projetar a saída), em uma tela (notebooks/04_atencao_multicabeca.ipynb). O
+   passo 1 é ``project_qkv``: Q, K e V saem de **uma** multiplicação de matrizes, como
+   ``in_proj_weight`` do ``nn.MultiheadAttention`` e ``c_attn`` do GPT-2;
 3. as etapas que chegam depois, em métodos pequenos com nome próprio, que uma primeira
    leitura pode pular: posições dentro da atenção (RoPE e ALiBi, notebook 10), cache de
    chaves e valores (``tpt.kv_cache``, notebook 09), GQA/MQA (notebook 10), o caminho
@@ -120,12 +122,15 @@ def _check_broadcast(mask: Tensor, scores: Tensor) -> None:
 # 2. Atenção multicabeça (notebook 04), com as etapas opcionais em métodos à parte
 # --------------------------------------------------------------------------------------
 class MultiHeadAttention(nn.Module):
-    """Atenção multicabeça com projeções separadas ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj``.
+    """Atenção multicabeça com a projeção de entrada ``qkv_proj`` e a de saída ``out_proj``.
 
     ``embed_dim = d`` é dividido em ``num_heads = h`` cabeças de largura
-    ``head_dim = d_h = d / h``. Com ``num_kv_heads < num_heads`` (GQA; ``1`` = MQA),
-    cada cabeça de K/V serve ``h / h_kv`` cabeças de consulta: ``k_proj`` e ``v_proj``
-    produzem só ``h_kv * d_h`` colunas, e o cache de K/V encolhe na mesma proporção.
+    ``head_dim = d_h = d / h``. ``qkv_proj`` é **um** ``nn.Linear(d, d + 2 * d_kv)``
+    cujas linhas são, em ordem, ``[W_Q (d linhas) | W_K (d_kv) | W_V (d_kv)]``: na
+    autoatenção, Q, K e V saem de uma multiplicação só (ver ``project_qkv``). Com
+    ``num_kv_heads < num_heads`` (GQA; ``1`` = MQA), cada cabeça de K/V serve
+    ``h / h_kv`` cabeças de consulta: ``d_kv = kv_dim = h_kv * d_h`` (``= d`` sem GQA), e
+    o cache de K/V encolhe na mesma proporção.
 
     ``positional``: ``None``, ``"rope"`` (gira q e k depois da divisão em cabeças) ou
     ``"alibi"`` (viés aditivo nas pontuações). ``fused=True`` usa
@@ -157,10 +162,9 @@ class MultiHeadAttention(nn.Module):
         self.positional = positional
         self.max_len = max_len
 
-        kv_dim = num_kv_heads * self.head_dim  # = embed_dim sem GQA
-        self.q_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
-        self.v_proj = nn.Linear(embed_dim, kv_dim, bias=bias)
+        self.kv_dim = num_kv_heads * self.head_dim  # d_kv (= embed_dim sem GQA)
+        # Linhas [W_Q | W_K | W_V]: as três projeções de entrada numa matriz só.
+        self.qkv_proj = _stacked_linear(embed_dim, (embed_dim, self.kv_dim, self.kv_dim), bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.rope = (
             RotaryEmbedding(self.head_dim, max_len=max_len, theta=rope_theta)
@@ -202,13 +206,16 @@ class MultiHeadAttention(nn.Module):
             query, key, value, attn_mask, key_padding_mask, is_causal, cache, self_attention
         )
 
-        # Passos 1 a 3: projetar UMA vez, separar as cabeças (view) e pô-las junto do lote.
-        q = self._split_heads(self.q_proj(query), self.num_heads)  # (b, h, t, d_h)
+        # Passos 1 a 3: projetar Q, K e V numa só multiplicação (project_qkv), separar as
+        # cabeças (view) e pô-las junto do lote (transpose).
         if cache is not None and cache.static and len(cache) > 0:
+            q = self._split_heads(self._project_query(query), self.num_heads)  # (b, h, t, d_h)
             k, v = cache.k, cache.v  # atenção cruzada na geração: K/V já calculados
         else:
-            k = self._split_heads(self.k_proj(key), self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
-            v = self._split_heads(self.v_proj(value), self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
+            q, k, v = self.project_qkv(query, key, value)  # (b, t, d), 2 x (b, s_novo, d_kv)
+            q = self._split_heads(q, self.num_heads)  # (b, h, t, d_h)
+            k = self._split_heads(k, self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
+            v = self._split_heads(v, self.num_kv_heads)  # (b, h_kv, s_novo, d_h)
             q, k = self._rotate(q, k, offset)  # RoPE (notebook 10); sem RoPE, nada muda
             if cache is not None:
                 k, v = cache.update(k, v)  # (b, h_kv, s, d_h): passado + novo (notebook 09)
@@ -226,6 +233,41 @@ class MultiHeadAttention(nn.Module):
     # ----------------------------------------------------------------------------------
     # Etapas com nome próprio (o forward acima chama cada uma numa linha)
     # ----------------------------------------------------------------------------------
+    def project_qkv(
+        self, query: Tensor, key: Tensor | None = None, value: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Passo 1: ``(q (b, t, d), k (b, s, d_kv), v (b, s, d_kv))``, antes da divisão em cabeças.
+
+        ``query`` ``(b, t, d)``, ``key``/``value`` ``(b, s, d)`` (padrões como em ``forward``).
+        Multiplicar pela matriz empilhada ``[W_Q | W_K | W_V]`` é o mesmo que multiplicar
+        por cada bloco e concatenar: cada linha de pesos produz uma coluna da saída.
+
+        - autoatenção (``key`` ausente ou ``key is query``): **um** ``F.linear`` com a
+          matriz inteira e um ``split`` das colunas;
+        - atenção cruzada sobre uma memória (``key is value``): Q sozinho e um ``F.linear``
+          com as linhas de K e V juntas;
+        - ``key`` e ``value`` diferentes: três ``F.linear``, um por bloco de linhas.
+        """
+        key = query if key is None else key
+        value = key if value is None else value
+        d, kv = self.embed_dim, self.kv_dim
+        weight, bias = self.qkv_proj.weight, self.qkv_proj.bias  # (d + 2 d_kv, d), (d + 2 d_kv,)
+        if key is query and value is query:
+            q, k, v = F.linear(query, weight, bias).split([d, kv, kv], dim=-1)
+            return q, k, v  # (b, t, d), (b, t, d_kv), (b, t, d_kv)
+        q = self._project_query(query)  # (b, t, d)
+        if key is value:
+            k, v = F.linear(key, weight[d:], _rows(bias, d, None)).split([kv, kv], dim=-1)
+            return q, k, v  # (b, t, d), (b, s, d_kv), (b, s, d_kv)
+        k = F.linear(key, weight[d : d + kv], _rows(bias, d, d + kv))  # (b, s, d_kv)
+        v = F.linear(value, weight[d + kv :], _rows(bias, d + kv, None))  # (b, s, d_kv)
+        return q, k, v
+
+    def _project_query(self, query: Tensor) -> Tensor:
+        """Só as ``d`` primeiras linhas de ``qkv_proj``: ``(b, t, d)`` -> ``(b, t, d)``."""
+        d = self.embed_dim
+        return F.linear(query, self.qkv_proj.weight[:d], _rows(self.qkv_proj.bias, 0, d))
+
     def _split_heads(self, x: Tensor, num_heads: int) -> Tensor:
         """``(b, t, num_heads * d_h)`` -> ``(b, num_heads, t, d_h)`` (passos 2 e 3)."""
         b, t = x.shape[:2]
@@ -346,8 +388,9 @@ class MultiHeadAttention(nn.Module):
     def from_torch(cls, mha: nn.MultiheadAttention) -> MultiHeadAttention:
         """Cria uma ``MultiHeadAttention`` com os pesos e ajustes de ``nn.MultiheadAttention``.
 
-        ``in_proj_weight`` ``(3d, d)`` é dividido em ``q_proj``, ``k_proj``, ``v_proj``;
-        os vieses, ``out_proj``, ``dropout`` e o modo (treino/avaliação) são copiados. O
+        ``in_proj_weight`` ``(3d, d)`` já tem as linhas na ordem ``[W_Q | W_K | W_V]`` e vai
+        inteiro para ``qkv_proj``; os vieses, ``out_proj``, ``dropout`` e o modo
+        (treino/avaliação) são copiados. O
         módulo do tpt tem sempre o lote primeiro, qualquer que seja ``mha.batch_first``.
         """
         if not isinstance(mha, nn.MultiheadAttention):
@@ -375,16 +418,10 @@ class MultiHeadAttention(nn.Module):
         weight = mha.in_proj_weight
         new = new.to(device=weight.device, dtype=weight.dtype)
         with torch.no_grad():
-            w_q, w_k, w_v = weight.chunk(3, dim=0)  # 3 x (d, d)
-            new.q_proj.weight.copy_(w_q)
-            new.k_proj.weight.copy_(w_k)
-            new.v_proj.weight.copy_(w_v)
+            new.qkv_proj.weight.copy_(weight)  # (3d, d): mesma ordem [Q | K | V]
             new.out_proj.weight.copy_(mha.out_proj.weight)
             if has_bias:
-                b_q, b_k, b_v = mha.in_proj_bias.chunk(3, dim=0)  # 3 x (d,)
-                new.q_proj.bias.copy_(b_q)
-                new.k_proj.bias.copy_(b_k)
-                new.v_proj.bias.copy_(b_v)
+                new.qkv_proj.bias.copy_(mha.in_proj_bias)  # (3d,)
                 new.out_proj.bias.copy_(mha.out_proj.bias)
         new.train(mha.training)
         return new
@@ -436,6 +473,26 @@ def _fused_attention(
     if fully_masked is not None:
         out = out.masked_fill(fully_masked, 0.0)  # (b, h, t, d_h)
     return out
+
+
+def _stacked_linear(in_features: int, sizes: tuple[int, ...], bias: bool) -> nn.Linear:
+    """Um ``nn.Linear(in_features, sum(sizes))`` com as linhas de um ``nn.Linear`` por bloco.
+
+    Cada bloco é sorteado como um ``nn.Linear(in_features, size)`` separado, na ordem: a
+    inicialização (e o gerador aleatório) fica igual à de projeções separadas.
+    """
+    parts = [nn.Linear(in_features, size, bias=bias) for size in sizes]
+    stacked = nn.Linear(in_features, sum(sizes), bias=bias, device="meta")  # não sorteia nada
+    with torch.no_grad():
+        stacked.weight = nn.Parameter(torch.cat([p.weight for p in parts]))  # (sum(sizes), in)
+        if bias:
+            stacked.bias = nn.Parameter(torch.cat([p.bias for p in parts]))  # (sum(sizes),)
+    return stacked
+
+
+def _rows(bias: Tensor | None, start: int, end: int | None) -> Tensor | None:
+    """O pedaço ``bias[start:end]`` do viés de ``qkv_proj`` (``None`` sem viés)."""
+    return None if bias is None else bias[start:end]
 
 
 def _check_sizes(

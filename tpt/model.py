@@ -401,10 +401,15 @@ class Transformer(_ModelMixin, nn.Module):
         self._reset_parameters()
 
     def _reset_parameters(self) -> None:
-        # Xavier nas matrizes do encoder/decoder, como nn.Transformer faz com as suas.
-        for p in (*self.encoder.parameters(), *self.decoder.parameters()):
-            if p.dim() > 1:
-                nn.init.xavier_uniform_(p)
+        # Xavier nas matrizes do encoder/decoder, como nn.Transformer faz com as suas; a
+        # qkv_proj conta como as três matrizes que empilha (W_Q, W_K, W_V).
+        for name, p in (*self.encoder.named_parameters(), *self.decoder.named_parameters()):
+            if p.dim() < 2:
+                continue
+            d_kv = (p.shape[0] - p.shape[1]) // 2  # qkv_proj: d + 2 d_kv linhas
+            blocks = p.split([p.shape[1], d_kv, d_kv]) if name.endswith("qkv_proj.weight") else [p]
+            for block in blocks:
+                nn.init.xavier_uniform_(block)
         _init_embedding(self.embedding, self.config.embed_dim, self.config.pad_id)
         if self.config.tie_weights:
             self.lm_head.weight = self.embedding.embedding.weight  # o MESMO tensor

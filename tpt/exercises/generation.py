@@ -415,8 +415,8 @@ def check_repetition_penalty(repetition_penalty: Callable[[Tensor, Tensor, float
 # --------------------------------------------------------------------------------------
 
 _CACHE_RULE = (
-    "o exercício pede o passo de atenção escrito por você, com mha.q_proj, mha.k_proj, "
-    "mha.v_proj e mha.out_proj; chamar a própria MultiHeadAttention (mha(...) ou "
+    "o exercício pede o passo de atenção escrito por você, com mha.project_qkv (ou "
+    "mha.qkv_proj) e mha.out_proj; chamar a própria MultiHeadAttention (mha(...) ou "
     "mha.forward) não vale."
 )
 _CACHE_HINT = (
@@ -436,9 +436,9 @@ def _manual_attention(mha: MultiHeadAttention, x_full: Tensor, start: int, end: 
                       variant: str) -> Tensor:
     """Saída das posições start..end-1 com uma variante (certa ou errada) da máscara."""
     h = mha.num_heads
-    q = _heads(mha.q_proj(x_full[:, start:end]), h)  # (b, h, t, d_h)
-    k = _heads(mha.k_proj(x_full[:, :end]), h)  # (b, h, s, d_h)
-    v = _heads(mha.v_proj(x_full[:, :end]), h)  # (b, h, s, d_h)
+    q = _heads(mha.project_qkv(x_full[:, start:end])[0], h)  # (b, h, t, d_h)
+    _, k, v = mha.project_qkv(x_full[:, :end])  # 2 x (b, s, d)
+    k, v = _heads(k, h), _heads(v, h)  # (b, h, s, d_h)
     t, s = end - start, end
     scale = 1.0 if variant == "no_scale" else 1.0 / math.sqrt(mha.head_dim)
     scores = q @ k.transpose(-2, -1) * scale  # (b, h, t, s)
@@ -457,20 +457,29 @@ def _manual_attention(mha: MultiHeadAttention, x_full: Tensor, start: int, end: 
 
 @contextmanager
 def _row_counter(mha: MultiHeadAttention) -> Iterator[dict[str, int]]:
-    """Conta quantas posições cada projeção recebeu (para saber se só os novos entraram)."""
-    rows = {"q_proj": 0, "k_proj": 0, "v_proj": 0}
-    handles = []
-    for name in rows:
+    """Conta quantas posições chegaram à projeção de K e V (para saber se só os novos entraram).
 
-        def hook(_module: Any, inputs: tuple[Tensor, ...], _output: Any, name: str = name) -> None:
-            rows[name] = max(rows[name], inputs[0].shape[-2] if inputs[0].dim() > 1 else 1)
+    Vale para ``mha.project_qkv(...)`` e para ``mha.qkv_proj(...)``; ``rows["kv"]`` fica 0
+    quando nenhuma das duas é chamada (um ``F.linear`` com os pesos, por exemplo).
+    """
+    rows = {"kv": 0}
+    project_qkv = mha.project_qkv
 
-        handles.append(getattr(mha, name).register_forward_hook(hook))
+    def counted(query: Tensor, key: Tensor | None = None, value: Tensor | None = None) -> Any:
+        source = query if key is None else key
+        rows["kv"] = max(rows["kv"], source.shape[-2] if source.dim() > 1 else 1)
+        return project_qkv(query, key, value)
+
+    def hook(_module: Any, inputs: tuple[Tensor, ...], _output: Any) -> None:
+        rows["kv"] = max(rows["kv"], inputs[0].shape[-2] if inputs[0].dim() > 1 else 1)
+
+    handle = mha.qkv_proj.register_forward_hook(hook)
+    mha.project_qkv = counted  # type: ignore[method-assign]
     try:
         yield rows
     finally:
-        for handle in handles:
-            handle.remove()
+        del mha.project_qkv
+        handle.remove()
 
 
 def _diagnose_cached(mha: MultiHeadAttention, x_full: Tensor, start: int, end: int,
@@ -552,8 +561,8 @@ def check_cached_attention(
                 "k, v = cache.update(k, v) e atenda aos K e V que ele devolve.",
             )
             expect(
-                rows["k_proj"] == size and rows["v_proj"] == size,
-                f"{where}: k_proj/v_proj receberam {max(rows['k_proj'], rows['v_proj'])} "
+                rows["kv"] <= size,
+                f"{where}: as projeções de K e V receberam {rows['kv']} "
                 f"posições, mas só {size} são novas. As antigas já estão no cache: projete só "
                 "x_new (é exatamente o trabalho que o cache economiza).",
             )

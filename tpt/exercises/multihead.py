@@ -230,9 +230,10 @@ def _alternative(query: Tensor, key_value: Tensor, mha: MultiHeadAttention, *, t
     b, t, d = query.shape
     s = key_value.shape[1]
     h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q = mha.q_proj(query).view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k = mha.k_proj(key_value).view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
-    v = mha.v_proj(key_value).view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
+    q, k, v = mha.project_qkv(query, key_value)  # (b, t, d), (b, s, d_kv), (b, s, d_kv)
+    q = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
+    k = k.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
+    v = v.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
     group = h // h_kv
     if tiled:
         k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (b, h, s, d_h)
@@ -268,8 +269,8 @@ def check_gqa_forward(
     generator = torch.Generator().manual_seed(5)
     rule_module = (
         "o exercício pede os passos escritos por você, sem chamar o módulo pronto "
-        "(mha(...), mha.forward ou as etapas internas dele): use mha.q_proj, mha.k_proj, "
-        "mha.v_proj e mha.out_proj."
+        "(mha(...), mha.forward ou as etapas internas dele): use mha.project_qkv (ou "
+        "mha.qkv_proj) e mha.out_proj."
     )
     for b, t, s, d, h, h_kv, bias in _FORWARD_CASES:
         mha = _module(d, h, h_kv, bias)
@@ -294,7 +295,7 @@ def check_gqa_forward(
                 except Exception as err:
                     if h_kv != h:
                         hint = (
-                            f"Com num_kv_heads={h_kv}, k_proj e v_proj produzem só "
+                            f"Com num_kv_heads={h_kv}, as projeções de K e V produzem só "
                             f"num_kv_heads · d_h = {h_kv * mha.head_dim} colunas: divida K e V "
                             f"em {h_kv} cabeças, view(b, s, num_kv_heads, d_h), e depois "
                             f"repita cada uma {h // h_kv} vezes no eixo das cabeças."
@@ -421,10 +422,10 @@ def check_num_parameters(num_parameters: Callable[..., int]) -> None:
         expect(
             not (h_kv is not None and h_kv != h and received == full),
             f"{where}, esperava {fmt(expected)}, recebi {fmt(received)} = {formula}, que vale só "
-            f"com num_kv_heads = num_heads. Com num_kv_heads={h_kv}, k_proj e v_proj "
+            f"com num_kv_heads = num_heads. Com num_kv_heads={h_kv}, as projeções de K e V "
             f"produzem num_kv_heads · d_h = {kv_dim} colunas, não {d}.",
         )
-        bias_count = 2 * d + 2 * kv_dim  # vieses de q_proj e out_proj (d) e de k_proj e v_proj
+        bias_count = 2 * d + 2 * kv_dim  # vieses de Q e out_proj (d) e de K e V (d_kv)
         expect(
             not (bias and received == expected - bias_count),
             f"{where}, esperava {fmt(expected)}, recebi {fmt(received)}: faltam os vieses "
