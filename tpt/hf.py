@@ -94,20 +94,17 @@ def _transformers():
 def get_qkv(attn: nn.Module) -> tuple[list[Tensor], list[Tensor | None]]:
     """``([W_Q, W_K, W_V], [b_Q, b_K, b_V])`` de uma ``MultiHeadAttention`` do tpt.
 
-    Formas: ``W_Q`` ``(d, d)``, ``W_K`` e ``W_V`` ``(h_kv·d_h, d)`` (a convenção do
-    ``nn.Linear``: saída × entrada); vieses ``(d,)``/``(h_kv·d_h,)`` ou ``None``.
-    Funciona com as projeções separadas (``q_proj``, ``k_proj``, ``v_proj``) e com a
-    projeção fundida ``qkv_proj`` (linhas ``[Q | K | V]``).
+    A atenção do tpt guarda as três projeções numa só, ``qkv_proj``, com as linhas
+    ``[Q | K | V]``. Formas: ``W_Q`` ``(d, d)``, ``W_K`` e ``W_V`` ``(h_kv·d_h, d)`` (a
+    convenção do ``nn.Linear``: saída × entrada); vieses ``(d,)``/``(h_kv·d_h,)`` ou
+    ``None``. São vistas (``split``) do mesmo tensor, não cópias.
     """
-    if hasattr(attn, "qkv_proj"):
-        kv_dim = attn.num_kv_heads * attn.head_dim
-        sizes = [attn.embed_dim, kv_dim, kv_dim]
-        weights = list(attn.qkv_proj.weight.split(sizes, dim=0))
-        bias = attn.qkv_proj.bias
-        biases = [None] * 3 if bias is None else list(bias.split(sizes, dim=0))
-        return weights, biases
-    projections = (attn.q_proj, attn.k_proj, attn.v_proj)
-    return [p.weight for p in projections], [p.bias for p in projections]
+    kv_dim = attn.num_kv_heads * attn.head_dim
+    sizes = [attn.embed_dim, kv_dim, kv_dim]
+    weights = list(attn.qkv_proj.weight.split(sizes, dim=0))
+    bias = attn.qkv_proj.bias
+    biases = [None] * 3 if bias is None else list(bias.split(sizes, dim=0))
+    return weights, biases
 
 
 @torch.no_grad()
@@ -195,27 +192,20 @@ class _Rule:
 
 def _rules(family: str, model: GPT) -> list[_Rule]:
     c = model.config
-    tied, fused = c.tie_weights, hasattr(model.layers[0].self_attn, "qkv_proj")
+    tied = c.tie_weights
     final = "÷ √d (amarrada à tabela, que leva o √d)" if tied else "igual"
     if c.head_scale:
         final += ", × d^-1/2 (head_scale)"
     if family == "gpt2":
         h = "transformer.h.{0}."
-        qkv = (
-            [_Rule(r"self_attn\.qkv_proj\.(weight|bias)", h + "attn.c_attn.{1}", "transposta")]
-            if fused
-            else [
-                _Rule(
-                    rf"self_attn\.{n}_proj\.(weight|bias)",
-                    h + "attn.c_attn.{1}",
-                    f"fatia {part} de c_attn, transposta (Conv1D; Q, K e V fundidas)",
-                )
-                for n, part in (("q", "[:, 0:d]"), ("k", "[:, d:2d]"), ("v", "[:, 2d:3d]"))
-            ]
+        qkv = _Rule(
+            r"self_attn\.qkv_proj\.(weight|bias)",
+            h + "attn.c_attn.{1}",
+            "transposta (Conv1D guarda Wᵀ; as linhas [Q | K | V] viram colunas)",
         )
         layer = [
             _Rule(r"norm1\.(weight|bias)", h + "ln_1.{1}", "igual"),
-            *qkv,
+            qkv,
             _Rule(r"self_attn\.out_proj\.(weight|bias)", h + "attn.c_proj.{1}", "transposta"),
             _Rule(r"norm2\.(weight|bias)", h + "ln_2.{1}", "igual"),
             _Rule(r"ffn\.linear1\.(weight|bias)", h + "mlp.c_fc.{1}", "transposta"),
@@ -228,25 +218,15 @@ def _rules(family: str, model: GPT) -> list[_Rule]:
         ]
     else:
         h = "model.layers.{0}."
-        rope = "linhas permutadas em cada cabeça (pares vizinhos -> metades)"
-        qkv = (
-            [
-                _Rule(
-                    r"self_attn\.qkv_proj\.(weight|bias)",
-                    h + "self_attn.{{q,k,v}}_proj.{1}",
-                    "separada em Q, K, V; " + rope + " em Q e K",
-                )
-            ]
-            if fused
-            else [
-                _Rule(r"self_attn\.q_proj\.(weight|bias)", h + "self_attn.q_proj.{1}", rope),
-                _Rule(r"self_attn\.k_proj\.(weight|bias)", h + "self_attn.k_proj.{1}", rope),
-                _Rule(r"self_attn\.v_proj\.(weight|bias)", h + "self_attn.v_proj.{1}", "igual"),
-            ]
+        qkv = _Rule(
+            r"self_attn\.qkv_proj\.(weight|bias)",
+            h + "self_attn.{{q,k,v}}_proj.{1}",
+            "linhas [Q | K | V] separadas; em Q e K, linhas permutadas em cada cabeça "
+            "(pares vizinhos -> metades)",
         )
         layer = [
             _Rule(r"norm1\.weight", h + "input_layernorm.weight", "igual"),
-            *qkv,
+            qkv,
             _Rule(r"self_attn\.out_proj\.(weight|bias)", h + "self_attn.o_proj.{1}", "igual"),
             _Rule(r"norm2\.weight", h + "post_attention_layernorm.weight", "igual"),
             _Rule(r"ffn\.linear1\.(weight|bias)", h + "mlp.gate_proj.{1}", "igual (a porta)"),
@@ -361,11 +341,7 @@ def _gpt2_state(model: GPT) -> dict[str, Tensor]:
     for i, layer in enumerate(model.layers):
         h = f"transformer.h.{i}."
         norm(h + "ln_1", layer.norm1)
-        weights, biases = get_qkv(layer.self_attn)
-        sd[h + "attn.c_attn.weight"] = torch.cat(weights, dim=0).t()  # (d, 3d)
-        sd[h + "attn.c_attn.bias"] = torch.cat(
-            [_bias(b, w.shape[0], w) for w, b in zip(weights, biases, strict=True)]
-        )
+        linear(h + "attn.c_attn", layer.self_attn.qkv_proj)  # (d, 3d): [Q | K | V] em colunas
         linear(h + "attn.c_proj", layer.self_attn.out_proj)
         norm(h + "ln_2", layer.norm2)
         linear(h + "mlp.c_fc", layer.ffn.linear1)
@@ -551,7 +527,6 @@ def _tpt_config(hf_config, max_len: int | None) -> GPTConfig:
 def _load_gpt2(model: GPT, hf_model) -> None:
     c = model.config
     sd = hf_model.state_dict()
-    d = c.embed_dim
 
     def take(name: str) -> Tensor:
         return sd[name]
@@ -564,10 +539,8 @@ def _load_gpt2(model: GPT, hf_model) -> None:
         for ours, theirs in ((layer.norm1, "ln_1"), (layer.norm2, "ln_2")):
             ours.weight.copy_(take(h + theirs + ".weight"))
             ours.bias.copy_(take(h + theirs + ".bias"))
-        w = take(h + "attn.c_attn.weight").t()  # (3d, d)
-        b = take(h + "attn.c_attn.bias")  # (3d,)
-        set_qkv(layer.self_attn, list(w.split(d, dim=0)), list(b.split(d, dim=0)))
         for ours, theirs in (
+            (layer.self_attn.qkv_proj, "attn.c_attn"),
             (layer.self_attn.out_proj, "attn.c_proj"),
             (layer.ffn.linear1, "mlp.c_fc"),
             (layer.ffn.linear2, "mlp.c_proj"),
