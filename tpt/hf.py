@@ -183,10 +183,13 @@ def hf_family(config: GPTConfig) -> str:
 # --------------------------------------------------------------------------------------
 # O mapa de nomes: lido dos parâmetros do próprio modelo
 # --------------------------------------------------------------------------------------
+_WB = r"(?P<kind>weight|bias)"  # o tipo do parâmetro, nos padrões abaixo
+
+
 @dataclass
 class _Rule:
     pattern: str  # regex sobre o nome no tpt
-    hf_name: str  # nome no HF ({0} = número da camada)
+    hf_name: str  # nome no HF ({layer} = número da camada, {kind} = weight ou bias)
     how: str  # a conversão, em português
 
 
@@ -197,48 +200,48 @@ def _rules(family: str, model: GPT) -> list[_Rule]:
     if c.head_scale:
         final += ", × d^-1/2 (head_scale)"
     if family == "gpt2":
-        h = "transformer.h.{0}."
+        h = "transformer.h.{layer}."
         qkv = _Rule(
-            r"self_attn\.qkv_proj\.(weight|bias)",
-            h + "attn.c_attn.{1}",
+            r"self_attn\.qkv_proj\." + _WB,
+            h + "attn.c_attn.{kind}",
             "transposta (Conv1D guarda Wᵀ; as linhas [Q | K | V] viram colunas)",
         )
         layer = [
-            _Rule(r"norm1\.(weight|bias)", h + "ln_1.{1}", "igual"),
+            _Rule(r"norm1\." + _WB, h + "ln_1.{kind}", "igual"),
             qkv,
-            _Rule(r"self_attn\.out_proj\.(weight|bias)", h + "attn.c_proj.{1}", "transposta"),
-            _Rule(r"norm2\.(weight|bias)", h + "ln_2.{1}", "igual"),
-            _Rule(r"ffn\.linear1\.(weight|bias)", h + "mlp.c_fc.{1}", "transposta"),
-            _Rule(r"ffn\.linear2\.(weight|bias)", h + "mlp.c_proj.{1}", "transposta"),
+            _Rule(r"self_attn\.out_proj\." + _WB, h + "attn.c_proj.{kind}", "transposta"),
+            _Rule(r"norm2\." + _WB, h + "ln_2.{kind}", "igual"),
+            _Rule(r"ffn\.linear1\." + _WB, h + "mlp.c_fc.{kind}", "transposta"),
+            _Rule(r"ffn\.linear2\." + _WB, h + "mlp.c_proj.{kind}", "transposta"),
         ]
         top = [
             _Rule(r"embedding\.embedding\.weight", "transformer.wte.weight", "× √d"),
             _Rule(r"positional\.embedding\.weight", "transformer.wpe.weight", "igual"),
-            _Rule(r"norm\.(weight|bias)", "transformer.ln_f.{1}", final),
+            _Rule(r"norm\." + _WB, "transformer.ln_f.{kind}", final),
         ]
     else:
-        h = "model.layers.{0}."
+        h = "model.layers.{layer}."
         qkv = _Rule(
-            r"self_attn\.qkv_proj\.(weight|bias)",
-            h + "self_attn.{{q,k,v}}_proj.{1}",
+            r"self_attn\.qkv_proj\." + _WB,
+            h + "self_attn.{{q,k,v}}_proj.{kind}",
             "linhas [Q | K | V] separadas; em Q e K, linhas permutadas em cada cabeça "
             "(pares vizinhos -> metades)",
         )
         layer = [
             _Rule(r"norm1\.weight", h + "input_layernorm.weight", "igual"),
             qkv,
-            _Rule(r"self_attn\.out_proj\.(weight|bias)", h + "self_attn.o_proj.{1}", "igual"),
+            _Rule(r"self_attn\.out_proj\." + _WB, h + "self_attn.o_proj.{kind}", "igual"),
             _Rule(r"norm2\.weight", h + "post_attention_layernorm.weight", "igual"),
-            _Rule(r"ffn\.linear1\.(weight|bias)", h + "mlp.gate_proj.{1}", "igual (a porta)"),
-            _Rule(r"ffn\.linear3\.(weight|bias)", h + "mlp.up_proj.{1}", "igual"),
-            _Rule(r"ffn\.linear2\.(weight|bias)", h + "mlp.down_proj.{1}", "igual"),
+            _Rule(r"ffn\.linear1\." + _WB, h + "mlp.gate_proj.{kind}", "igual (a porta)"),
+            _Rule(r"ffn\.linear3\." + _WB, h + "mlp.up_proj.{kind}", "igual"),
+            _Rule(r"ffn\.linear2\." + _WB, h + "mlp.down_proj.{kind}", "igual"),
         ]
         top = [
             _Rule(r"embedding\.embedding\.weight", "model.embed_tokens.weight", "× √d"),
             _Rule(r"norm\.weight", "model.norm.weight", final),
         ]
     for rule in layer:
-        rule.pattern = r"layers\.(\d+)\." + rule.pattern
+        rule.pattern = r"layers\.(?P<layer>\d+)\." + rule.pattern
     head = [_Rule(r"lm_head\.weight", "lm_head.weight", "igual")]
     return top + layer + head
 
@@ -257,7 +260,7 @@ def parameter_map(model: GPT) -> list[tuple[str, str, str]]:
         for rule in rules:
             match = re.fullmatch(rule.pattern, name)
             if match:
-                hf_name = rule.hf_name.format(*match.groups())
+                hf_name = rule.hf_name.format(**match.groupdict())
                 rows.append((name, hf_name, rule.how))
                 break
         else:  # pragma: no cover - um parâmetro novo no tpt sem regra
@@ -498,6 +501,7 @@ def _tpt_config(hf_config, max_len: int | None) -> GPTConfig:
                 f"head_dim={head_dim}: no tpt, head_dim = hidden_size / num_attention_heads "
                 f"= {d // heads}"
             )
+        kv_heads = hf_config.num_key_value_heads or heads
         if getattr(hf_config, "pretraining_tp", 1) not in (None, 1):
             raise ValueError(f"pretraining_tp={hf_config.pretraining_tp}: só 1 é suportado")
         return GPTConfig(
@@ -506,7 +510,7 @@ def _tpt_config(hf_config, max_len: int | None) -> GPTConfig:
             embed_dim=d,
             num_heads=heads,
             num_layers=hf_config.num_hidden_layers,
-            num_kv_heads=hf_config.num_key_value_heads or heads,
+            num_kv_heads=kv_heads if kv_heads != heads else None,
             ff_dim=hf_config.intermediate_size,
             dropout=float(hf_config.attention_dropout or 0.0),
             activation="swiglu",
