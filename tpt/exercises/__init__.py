@@ -7,6 +7,16 @@ chama essa função com casos de teste e diz o que está certo ou errado.
 Enquanto o aluno não resolve, a célula do exercício levanta ``NotImplementedError``
 e a conferência só avisa que ele está pendente, sem erro: por isso o notebook inteiro
 roda sem intervenção (papermill, nbval) e continua sendo um exercício de verdade.
+
+O notebook usa ``ex = checks("attention")``: só os verificadores, sem as referências.
+A máquina comum mora em três arquivos:
+
+- ``core``: o veredito (:func:`exercise`), as mensagens (:func:`expect`,
+  :func:`expect_close` com diagnósticos só de variantes calculadas) e :func:`checks`;
+- ``rules``: regras verificadas pelas operações que rodaram (:func:`record_ops`), não
+  pelos nomes no código;
+- ``guards``: entradas intactas (:func:`call_answer`), gradientes
+  (:func:`check_gradients`) e casos sorteados (:func:`case_generator`).
 """
 
 from __future__ import annotations
@@ -19,57 +29,51 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tpt.exercises.core import (
+    Checks,
+    ExerciseError,
+    checks,
+    exercise,
+    expect,
+    expect_close,
+    first_line,
+    max_abs_diff,
+)
+from tpt.exercises.guards import Snapshot, call_answer, case_generator, check_gradients
+from tpt.exercises.rules import (
+    ATTENTION_KERNEL_OPS,
+    REPEAT_OPS,
+    SOFTMAX_OPS,
+    OpRecord,
+    op_counts_by_size,
+    record_ops,
+)
+
 __all__ = [
     "ExerciseError",
     "expect",
     "exercise",
+    "expect_close",
+    "max_abs_diff",
+    "first_line",
+    "checks",
+    "Checks",
+    "call_answer",
+    "check_gradients",
+    "case_generator",
+    "Snapshot",
+    "record_ops",
+    "OpRecord",
+    "op_counts_by_size",
+    "SOFTMAX_OPS",
+    "ATTENTION_KERNEL_OPS",
+    "REPEAT_OPS",
     "uses_loops",
     "references",
     "refers_to",
     "forbid",
     "count_calls",
 ]
-
-
-class ExerciseError(AssertionError):
-    """Uma resposta errada, com a explicação para o aluno."""
-
-
-def expect(condition: bool, message: str) -> None:
-    """Levanta ``ExerciseError(message)`` quando ``condition`` é falsa."""
-    if not condition:
-        raise ExerciseError(message)
-
-
-def exercise(title: str) -> Callable[[Callable[..., Any]], Callable[..., bool]]:
-    """Decorador: transforma uma função de conferência em um verificador amigável.
-
-    A função decorada recebe a resposta do aluno (em geral uma função) e usa
-    ``expect``. O verificador devolve ``True`` (certo) ou ``False`` (errado ou
-    pendente) e imprime uma linha de retorno.
-    """
-
-    def decorate(check: Callable[..., Any]) -> Callable[..., bool]:
-        @functools.wraps(check)
-        def run(*answers: Any, **kwargs: Any) -> bool:
-            try:
-                check(*answers, **kwargs)
-            except NotImplementedError:
-                print(f"⏳ {title}: ainda não resolvido. Complete a célula acima e rode de novo.")
-                return False
-            except ExerciseError as err:
-                print(f"❌ {title}: {err}")
-                return False
-            except Exception as err:  # a função do aluno quebrou: explicar, não derrubar
-                print(f"❌ {title}: sua resposta levantou {type(err).__name__}: {err}")
-                return False
-            print(f"✅ {title}: correto!")
-            return True
-
-        run.title = title  # type: ignore[attr-defined]
-        return run
-
-    return decorate
 
 
 # --------------------------------------------------------------------------------------
