@@ -454,3 +454,18 @@ def test_from_torch_copies_in_proj_into_qkv_proj():
     assert set(mha.state_dict()) == {
         "qkv_proj.weight", "qkv_proj.bias", "out_proj.weight", "out_proj.bias"
     }
+
+
+@pytest.mark.parametrize("positional", [None, "rope", "alibi"])
+def test_validate_false_gives_the_same_output_with_cache(positional):
+    """``validate=False`` (o passo da geração) só pula as conferências: a conta é a mesma."""
+    torch.manual_seed(4)
+    mha = MultiHeadAttention(16, 4, 2, positional=positional).eval()
+    x = torch.randn(2, 6, 16)
+    checked, fast = KVCache(), KVCache()
+    with torch.no_grad():
+        mha(x[:, :5], is_causal=True, cache=checked)
+        mha(x[:, :5], is_causal=True, cache=fast)
+        expected = mha(x[:, 5:], is_causal=True, cache=checked)[0]
+        received = mha(x[:, 5:], is_causal=True, cache=fast, validate=False)[0]
+    assert torch.equal(received, expected) and len(fast) == 6

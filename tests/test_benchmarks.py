@@ -28,7 +28,7 @@ def _load(name: str, relative: str):
 bench = _load("tpt_bench_run", "benchmarks/run.py")
 results = _load("tpt_resultados", "scripts/resultados.py")
 
-EXPECTED_KEYS = ["a1", "a2", "b", "c", "c2", "c3", "d1", "d2", "e1", "e2"]
+EXPECTED_KEYS = ["a1", "a2", "b", "c", "c2", "c3", "c4", "d1", "d2", "e1", "e2"]
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_every_row_is_produced_with_a_finite_ratio(tiny_rows):
         assert row.description and row.tpt and row.reference and row.target
     # Só as linhas com meta têm situação (atingida ou não); as outras são informativas.
     with_target = {r.key for r in tiny_rows if r.ok is not None}
-    assert with_target == {"a1", "b", "c", "c2", "c3", "e1", "e2"}
+    assert with_target == {"a1", "b", "c", "c2", "c3", "c4", "e1", "e2"}
 
 
 @pytest.mark.parametrize("key", ["b", "e1", "e2"])

@@ -183,6 +183,7 @@ class MultiHeadAttention(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        validate: bool = True,
     ) -> tuple[Tensor, Tensor | None]:
         """``query`` ``(b, t, d)``, ``key``/``value`` ``(b, s, d)`` -> ``(saída (b, t, d), pesos)``.
 
@@ -197,14 +198,20 @@ class MultiHeadAttention(nn.Module):
 
         Diferença em relação a ``nn.MultiheadAttention``: uma ``attn_mask`` 3-D aqui é
         ``(b, t, s)`` (lá é ``(b * h, t, s)``); use ``(b, h, t, s)`` para máscaras por cabeça.
+
+        ``validate=False`` pula a conferência de formas, máscaras e cache: serve para quem
+        já conferiu tudo uma vez, como ``tpt.generate`` a cada token depois do prompt.
         """
         self_attention = key is None or key is query
         key = query if key is None else key
         value = key if value is None else value
         b, t = query.shape[:2]
-        offset = self._check_inputs(
-            query, key, value, attn_mask, key_padding_mask, is_causal, cache, self_attention
-        )
+        if validate:
+            offset = self._check_inputs(
+                query, key, value, attn_mask, key_padding_mask, is_causal, cache, self_attention
+            )
+        else:
+            offset = _cache_offset(cache)  # as novas posições começam depois das guardadas
 
         # Passos 1 a 3: projetar Q, K e V numa só multiplicação (project_qkv), separar as
         # cabeças (view) e pô-las junto do lote (transpose).
@@ -242,8 +249,8 @@ class MultiHeadAttention(nn.Module):
         Multiplicar pela matriz empilhada ``[W_Q | W_K | W_V]`` é o mesmo que multiplicar
         por cada bloco e concatenar: cada linha de pesos produz uma coluna da saída.
 
-        - autoatenção (``key`` ausente ou ``key is query``): **um** ``F.linear`` com a
-          matriz inteira e um ``split`` das colunas;
+        - autoatenção (``key`` ausente ou ``key is query``): **uma** multiplicação pela
+          matriz inteira (``qkv_proj(query)``) e um ``split`` das colunas;
         - atenção cruzada sobre uma memória (``key is value``): Q sozinho e um ``F.linear``
           com as linhas de K e V juntas;
         - ``key`` e ``value`` diferentes: três ``F.linear``, um por bloco de linhas.
@@ -252,8 +259,8 @@ class MultiHeadAttention(nn.Module):
         value = key if value is None else value
         d, kv = self.embed_dim, self.kv_dim
         weight, bias = self.qkv_proj.weight, self.qkv_proj.bias  # (d + 2 d_kv, d), (d + 2 d_kv,)
-        if key is query and value is query:
-            q, k, v = F.linear(query, weight, bias).split([d, kv, kv], dim=-1)
+        if key is query and value is query:  # a chamada do módulo: ganchos e contadores o veem
+            q, k, v = self.qkv_proj(query).split([d, kv, kv], dim=-1)
             return q, k, v  # (b, t, d), (b, t, d_kv), (b, t, d_kv)
         q = self._project_query(query)  # (b, t, d)
         if key is value:
@@ -348,7 +355,7 @@ class MultiHeadAttention(nn.Module):
             )
         b, t, s_new = query.shape[0], query.shape[1], key.shape[1]
         reuse_static = cache is not None and cache.static and len(cache) > 0
-        offset = len(cache) if cache is not None and not cache.static else 0
+        offset = _cache_offset(cache)
         s = len(cache) if reuse_static else offset + s_new
         self._check_cache(cache, b, t, offset)
         check_attn_mask(
@@ -473,6 +480,11 @@ def _fused_attention(
     if fully_masked is not None:
         out = out.masked_fill(fully_masked, 0.0)  # (b, h, t, d_h)
     return out
+
+
+def _cache_offset(cache: KVCache | None) -> int:
+    """Onde começam as novas posições: depois das guardadas num cache dinâmico, senão em 0."""
+    return len(cache) if cache is not None and not cache.static else 0
 
 
 def _stacked_linear(in_features: int, sizes: tuple[int, ...], bias: bool) -> nn.Linear:

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.dropout import apply_dropout
+
 __all__ = ["ACTIVATIONS", "FeedForward", "activation_from_torch", "check_activation"]
 
 #: Ativações aceitas por ``FeedForward``.
@@ -93,7 +95,7 @@ class FeedForward(nn.Module):
             h = F.gelu(h, approximate="tanh")  # 0,5·x·(1 + tanh(√(2/π)·(x + 0,044715·x³)))
         else:
             h = F.silu(h) * self.linear3(x)  # SwiGLU: SiLU(x W1) * (x W3), (b, t, d_ff)
-        return self.linear2(self.dropout(h))  # (b, t, d)
+        return self.linear2(apply_dropout(self.dropout, h))  # (b, t, d)
 
     def extra_repr(self) -> str:
         return f"activation={self.activation!r}"

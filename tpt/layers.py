@@ -23,6 +23,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from tpt.attention import MultiHeadAttention
+from tpt.dropout import apply_dropout
 from tpt.feedforward import FeedForward, activation_from_torch, check_activation
 from tpt.kv_cache import KVCache
 from tpt.norms import _TORCH_RMSNORM, NORMS, make_norm, norm_from_torch
@@ -164,7 +165,9 @@ class EncoderLayer(nn.Module):
         self.dropout2 = nn.Dropout(dropout)
         self.attn_weights: Tensor | None = None
 
-    def _sa_block(self, x: Tensor, attn_mask, key_padding_mask, is_causal, need_weights, cache):
+    def _sa_block(
+        self, x: Tensor, attn_mask, key_padding_mask, is_causal, need_weights, cache, validate
+    ):
         out, weights = self.self_attn(
             x,
             attn_mask=attn_mask,
@@ -172,10 +175,11 @@ class EncoderLayer(nn.Module):
             is_causal=is_causal,
             need_weights=need_weights,
             cache=cache,
+            validate=validate,
         )
         if need_weights or self.attn_weights is not None:  # evita um __setattr__ por token
             self.attn_weights = weights if need_weights else None
-        return self.dropout1(out)
+        return apply_dropout(self.dropout1, out)
 
     def forward(
         self,
@@ -186,22 +190,25 @@ class EncoderLayer(nn.Module):
         is_causal: bool = False,
         need_weights: bool = False,
         cache: KVCache | None = None,
+        validate: bool = True,
     ) -> Tensor:
         """Aplica a camada: ``(b, t, d) -> (b, t, d)``.
 
         ``attn_mask`` ``(t, s)``/``(b, t, s)``/``(b, h, t, s)`` e ``key_padding_mask``
         ``(b, s)`` são booleanas com ``True`` = bloqueado. ``is_causal=True`` impede cada
         token de ver os seguintes (bloco de um GPT). Com ``cache`` (um ``KVCache``), ``x``
-        traz só os tokens novos e ``s = len(cache) + t``.
+        traz só os tokens novos e ``s = len(cache) + t``. ``validate=False`` pula as
+        conferências de formas (a geração, token a token, já as fez no prompt).
         """
-        _check_stream(x, self.embed_dim, "x")
-        sa = (attn_mask, key_padding_mask, is_causal, need_weights, cache)
+        if validate:
+            _check_stream(x, self.embed_dim, "x")
+        sa = (attn_mask, key_padding_mask, is_causal, need_weights, cache, validate)
         if self.norm_first:  # pré-normalização
             x = x + self._sa_block(self.norm1(x), *sa)
-            x = x + self.dropout2(self.ffn(self.norm2(x)))
+            x = x + apply_dropout(self.dropout2, self.ffn(self.norm2(x)))
         else:  # pós-normalização (artigo)
             x = self.norm1(x + self._sa_block(x, *sa))
-            x = self.norm2(x + self.dropout2(self.ffn(x)))
+            x = self.norm2(x + apply_dropout(self.dropout2, self.ffn(x)))
         return x
 
     @classmethod
@@ -287,7 +294,7 @@ class DecoderLayer(nn.Module):
             cache=cache,
         )
         self.self_attn_weights = weights if need_weights else None
-        return self.dropout1(out)
+        return apply_dropout(self.dropout1, out)
 
     def _ca_block(self, x, memory, memory_mask, memory_key_padding_mask, need_weights, cache):
         # Consultas do decoder (x); chaves e valores da memória do encoder.
@@ -301,7 +308,7 @@ class DecoderLayer(nn.Module):
             cache=cache,
         )
         self.cross_attn_weights = weights if need_weights else None
-        return self.dropout2(out)
+        return apply_dropout(self.dropout2, out)
 
     def forward(
         self,
@@ -342,11 +349,11 @@ class DecoderLayer(nn.Module):
         if self.norm_first:  # pré-normalização
             x = x + self._sa_block(self.norm1(x), *sa)
             x = x + self._ca_block(self.norm2(x), *ca)
-            x = x + self.dropout3(self.ffn(self.norm3(x)))
+            x = x + apply_dropout(self.dropout3, self.ffn(self.norm3(x)))
         else:  # pós-normalização (artigo)
             x = self.norm1(x + self._sa_block(x, *sa))
             x = self.norm2(x + self._ca_block(x, *ca))
-            x = self.norm3(x + self.dropout3(self.ffn(x)))
+            x = self.norm3(x + apply_dropout(self.dropout3, self.ffn(x)))
         return x
 
     @classmethod

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from tpt.dropout import apply_dropout
 from tpt.embedding import TokenEmbedding
 from tpt.feedforward import ACTIVATIONS
 from tpt.kv_cache import KVCache
@@ -731,21 +732,22 @@ class GPT(_ModelMixin, nn.Module):
         as posições ``len(cache) .. len(cache) + t - 1``. ``key_padding_mask`` ``(b, s)``
         (True = ``<pad>``) cobre todas as ``s = len(cache) + t`` chaves.
 
-        ``validate=False`` pula a conferência dos ids (que lê os valores e, na GPU, faz a
-        CPU esperar por ela): ``tpt.generate`` confere o prompt uma vez e depois só passa
-        tokens que o próprio modelo escolheu.
+        ``validate=False`` pula as conferências: a dos ids (que lê os valores e, na GPU, faz
+        a CPU esperar por ela), a do cache e as de formas em cada camada. ``tpt.generate``
+        confere o prompt uma vez e depois só passa tokens que o próprio modelo escolheu.
         """
         c = self.config
         offset = 0
         if cache is not None:
-            _check_cache_list(cache, c.num_layers, "KVCache")
+            if validate:
+                _check_cache_list(cache, c.num_layers, "KVCache")
             offset = len(cache[0])
         if validate:
             _check_ids(idx, "idx", c.vocab_size, c.max_len, offset)
         x = self.embedding(idx, validate=False)  # (b, t, d); os ids já foram conferidos acima
         if self.positional is not None:
             x = self.positional(x, offset=offset)  # (b, t, d)
-        x = self.dropout(x)
+        x = apply_dropout(self.dropout, x)
         for i, layer in enumerate(self.layers):
             x = layer(
                 x,
@@ -753,6 +755,7 @@ class GPT(_ModelMixin, nn.Module):
                 is_causal=True,
                 need_weights=need_weights,
                 cache=None if cache is None else cache[i],
+                validate=validate,
             )
         if need_weights or self.attn_weights is not None:  # nn.Module.__setattr__ custa caro
             self.attn_weights = [lay.attn_weights for lay in self.layers] if need_weights else None

@@ -23,6 +23,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from tpt.dropout import apply_dropout
+
 __all__ = [
     "sinusoidal_encoding",
     "pe_rotation",
@@ -140,7 +142,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         t = _check_input(x, self.embed_dim, "SinusoidalPositionalEncoding")
         _check_span(offset, t, self.max_len, "SinusoidalPositionalEncoding")
         pe = self.pe[offset : offset + t].to(dtype=x.dtype)  # (t, d)
-        return self.dropout(x + pe[None, :, :])  # (b, t, d): a mesma linha para todo b
+        return apply_dropout(self.dropout, x + pe[None, :, :])  # (b, t, d): igual para todo b
 
 
 class LearnedPositionalEmbedding(nn.Module):
@@ -162,7 +164,7 @@ class LearnedPositionalEmbedding(nn.Module):
         t = _check_input(x, self.embed_dim, "LearnedPositionalEmbedding")
         _check_span(offset, t, self.max_len, "LearnedPositionalEmbedding")
         table = self.embedding.weight[offset : offset + t]  # (t, d): as linhas das posições
-        return self.dropout(x + table[None, :, :])  # (b, t, d)
+        return apply_dropout(self.dropout, x + table[None, :, :])  # (b, t, d)
 
 
 def _check_input(x: Tensor, embed_dim: int, where: str) -> int:
