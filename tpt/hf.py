@@ -85,6 +85,12 @@ def _transformers():
         raise ImportError(
             "tpt.hf precisa do pacote transformers: pip install 'transformers>=5.0'"
         ) from error
+    major = int(transformers.__version__.split(".")[0])
+    if major < 5:  # pragma: no cover - depende do ambiente
+        raise ImportError(
+            f"tpt.hf foi testado com transformers 5.0 ou mais novo; este ambiente tem o "
+            f"{transformers.__version__}: pip install -U 'transformers>=5.0'"
+        )
     return transformers
 
 
