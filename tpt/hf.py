@@ -14,7 +14,9 @@ equivalente exato:
 As convenções que diferem, e o que fazemos com cada uma:
 
 1. o ``Conv1D`` do GPT-2 guarda o peso **transposto** (``(d_in, d_out)``, ``y = x W + b``)
-   e funde Q, K e V numa matriz só, ``c_attn``, de ``(d, 3d)``;
+   e funde Q, K e V numa matriz só, ``c_attn``, de ``(d, 3d)``: é o ``qkv_proj`` do tpt
+   (linhas ``[Q | K | V]``) transposto. O Llama guarda ``q_proj``, ``k_proj`` e
+   ``v_proj`` separadas (``get_qkv`` e ``set_qkv`` fazem a separação);
 2. o tpt multiplica os embeddings por ``√d`` (``TokenEmbedding``); o Hugging Face não.
    Dobramos a escala na tabela (``E' = √d · E``). Com pesos amarrados, a ``lm_head``
    passa a ser ``E'`` também, então dividimos o ganho (e o viés) da normalização final
@@ -32,8 +34,10 @@ O que não tem equivalente nessas duas classes (pós-normalização, posições 
 ALiBi, RoPE com LayerNorm, mistura de especialistas, ``rope_scaling``...) levanta
 ``ValueError`` nomeando o campo, nunca um modelo diferente em silêncio.
 
-O ``transformers`` só é importado aqui dentro, na primeira chamada: ``import tpt`` não
-fica mais pesado.
+Mesmo em float64, o ``LlamaForCausalLM`` calcula a RMSNorm e os ângulos do RoPE em
+float32: os logits de ``to_hf`` ficam a ~1e-7 dos do tpt, não a 1e-15 (``from_hf`` não
+tem esse limite). O ``transformers`` (5.0 ou mais novo) só é importado aqui dentro, na
+primeira chamada: ``import tpt`` não fica mais pesado.
 """
 
 from __future__ import annotations
