@@ -1,23 +1,28 @@
 """Conferências dos exercícios do notebook 03_atencao_produto_escalar (tpt.exercises.attention).
 
 As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as roda
-pelas conferências). Aqui ficam as respostas erradas típicas (cada uma com a sua mensagem),
-as regras dos enunciados e estilos alternativos de respostas certas.
+pelas conferências). Aqui: respostas certas em outros estilos (aceitas) e as erradas de
+cada classe da issue 22 (recusadas, com a mensagem certa): entrada modificada no lugar,
+gradiente cortado, regra burlada por apelido, argumento padrão, ``partial`` ou nome ATen,
+tabela dos casos fixos, referência da conferência, e os erros típicos de cada exercício.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
 import nbformat
-import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F
 
-from tpt.exercises import attention as ex
+from tpt.exercises import attention as module
+from tpt.exercises import checks
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_atencao_produto_escalar.ipynb"
+ex = checks("attention")
 
 
 def stub(*args):
@@ -29,300 +34,399 @@ def _run(check, answer, capsys):
     return result, capsys.readouterr().out
 
 
-def _pending(out: str) -> bool:
-    return "⏳" in out and "ainda não resolvido" in out
+def test_checks_show_only_the_checks_and_the_statement_constant():
+    assert sorted(dir(ex)) == sorted(
+        [
+            "FEATURES",
+            "check_stable_softmax",
+            "check_article_projections",
+            "check_attention_backward",
+        ]
+    )
+    for hidden in ("_softmax_reference", "_reference_grads", "_LEXICON", "_attention_reference"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, hidden)
 
 
-# --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "check", [ex.check_stable_softmax, ex.check_article_projections, ex.check_attention_backward]
+)
+def test_stub_is_pending(check, capsys):
+    result, out = _run(check, stub, capsys)
+    assert result is False and "⏳" in out and "ainda não resolvido" in out
+
+
+# ======================================================================================
 # Exercício 1: softmax estável
-# --------------------------------------------------------------------------------------
+# ======================================================================================
+def by_max(scores):
+    e = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+    return e / e.sum(dim=-1, keepdim=True)
 
 
-def test_softmax_stub_is_pending(capsys):
-    result, out = _run(ex.check_stable_softmax, stub, capsys)
-    assert result is False and _pending(out)
+ACCEPTED_SOFTMAX = {
+    "máximo": by_max,
+    "logsumexp": lambda s: torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True)),
+    "amax em float64": lambda s: (lambda e: (e / e.sum(-1, keepdim=True)).float())(
+        (s.double() - s.double().amax(-1, keepdim=True)).exp()
+    ),
+}
 
 
-def test_softmax_with_logsumexp_is_accepted(capsys):
-    def with_logsumexp(scores):
-        return torch.exp(scores - torch.logsumexp(scores, dim=-1, keepdim=True))
-
-    result, out = _run(ex.check_stable_softmax, with_logsumexp, capsys)
+@pytest.mark.parametrize("name", sorted(ACCEPTED_SOFTMAX))
+def test_softmax_correct_styles_are_accepted(name, capsys):
+    result, out = _run(ex.check_stable_softmax, ACCEPTED_SOFTMAX[name], capsys)
     assert result is True, out
 
 
-def test_softmax_with_amax_and_float64_is_accepted(capsys):
-    def with_amax(scores):
-        z = scores.double()
-        e = (z - z.amax(dim=-1, keepdim=True)).exp()
-        return e / e.sum(-1, keepdim=True)
-
-    result, out = _run(ex.check_stable_softmax, with_amax, capsys)
-    assert result is True, out
+softmax_alias = torch.softmax
 
 
-def test_softmax_naive_overflows(capsys):
+def softmax_in_default(scores, _sm=F.softmax):
+    return _sm(scores, dim=-1)
+
+
+FORBIDDEN_SOFTMAX = {
+    "apelido": lambda s: softmax_alias(s, dim=-1),
+    "argumento-padrao": softmax_in_default,
+    "partial": functools.partial(torch.softmax, dim=-1),
+    "torch._softmax": lambda s: torch._softmax(s, -1, False),
+    "aten": lambda s: torch.ops.aten._softmax(s, -1, False),
+    "log_softmax": lambda s: torch.log_softmax(s, dim=-1).exp(),
+    "modulo": lambda s: torch.nn.Softmax(dim=-1)(s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FORBIDDEN_SOFTMAX))
+def test_softmax_kernel_is_seen_whatever_the_route(name, capsys):
+    result, out = _run(ex.check_stable_softmax, FORBIDDEN_SOFTMAX[name], capsys)
+    assert result is False and "núcleo de softmax" in out, out
+
+
+def test_softmax_in_place_change_of_scores_is_named(capsys):
+    def in_place(scores):
+        scores -= scores.max(dim=-1, keepdim=True).values
+        e = scores.exp()
+        return e / e.sum(dim=-1, keepdim=True)
+
+    result, out = _run(ex.check_stable_softmax, in_place, capsys)
+    assert result is False and "modificou `scores` no lugar" in out
+
+
+@pytest.mark.parametrize("cut", ["no_grad", "detach"])
+def test_softmax_cut_from_the_graph_is_rejected(cut, capsys):
+    def answer(scores):
+        if cut == "detach":
+            return by_max(scores).detach()
+        with torch.no_grad():
+            return by_max(scores)
+
+    result, out = _run(ex.check_stable_softmax, answer, capsys)
+    assert result is False and "não tem gradiente" in out
+
+
+def test_softmax_table_of_the_fixed_cases_is_rejected_on_a_drawn_case(capsys):
+    table = {
+        scores.numpy().tobytes(): module._softmax_reference(scores).float()
+        for _, scores in module._softmax_fixed_cases()
+    }
+
+    def lookup(scores):
+        return table.get(scores.numpy().tobytes(), torch.full_like(scores, 0.5))
+
+    result, out = _run(ex.check_stable_softmax, lookup, capsys)
+    assert result is False and "caso sorteado (semente" in out
+
+
+def test_softmax_naive_is_diagnosed(capsys):
     def naive(scores):
         e = torch.exp(scores)
         return e / e.sum(dim=-1, keepdim=True)
 
     result, out = _run(ex.check_stable_softmax, naive, capsys)
-    assert result is False
-    assert "[1000, 1001, 999, 998]" in out and "NaN" in out and "máximo" in out
+    assert result is False and "[1000, 1001, 999, 998]" in out and "sem subtrair nada" in out
 
 
-def test_softmax_subtracting_the_minimum_is_explained(capsys):
-    def minimum(scores):
-        e = torch.exp(scores - scores.min(dim=-1, keepdim=True).values)
-        return e / e.sum(dim=-1, keepdim=True)
-
-    result, out = _run(ex.check_stable_softmax, minimum, capsys)
-    assert result is False
-    assert "[-500, 500, 0]" in out and "com o mínimo" in out
-
-
-def test_softmax_global_maximum_is_explained(capsys):
+def test_softmax_global_maximum_is_diagnosed(capsys):
     def global_max(scores):
         e = torch.exp(scores - scores.max())
         return e / e.sum(dim=-1, keepdim=True)
 
     result, out = _run(ex.check_stable_softmax, global_max, capsys)
-    assert result is False
-    assert "escalas muito diferentes" in out and "keepdim=True" in out
+    assert result is False and "máximo do tensor inteiro" in out
 
 
-def test_softmax_without_keepdim_gets_a_portuguese_hint(capsys):
-    def no_keepdim(scores):
-        e = torch.exp(scores - scores.max(dim=-1).values)
+def test_softmax_minimum_is_diagnosed(capsys):
+    def minimum(scores):
+        e = torch.exp(scores - scores.min(dim=-1, keepdim=True).values)
         return e / e.sum(dim=-1, keepdim=True)
 
+    result, out = _run(ex.check_stable_softmax, minimum, capsys)
+    assert result is False and "mínimo de cada linha" in out
+
+
+def test_softmax_over_the_wrong_axis_is_diagnosed(capsys):
+    def columns(scores):
+        e = torch.exp(scores - scores.max(dim=-2, keepdim=True).values)
+        return e / e.sum(dim=-2, keepdim=True)
+
+    result, out = _run(ex.check_stable_softmax, columns, capsys)
+    assert result is False and "cada coluna soma 1" in out
+
+
+def test_softmax_without_keepdim_is_explained(capsys):
+    def no_keepdim(scores):
+        e = torch.exp(scores - scores.max(dim=-1).values)
+        return e / e.sum(dim=-1)
+
     result, out = _run(ex.check_stable_softmax, no_keepdim, capsys)
-    assert result is False
-    assert "levantou RuntimeError" in out and "keepdim=True" in out and "linha a linha" in out
+    assert result is False and "keepdim=True" in out
 
 
-def test_softmax_over_the_wrong_axis_is_explained(capsys):
-    def first_axis(scores):
-        e = torch.exp(scores - scores.max(dim=0, keepdim=True).values)
-        return e / e.sum(dim=0, keepdim=True)
-
-    result, out = _run(ex.check_stable_softmax, first_axis, capsys)
-    assert result is False
-    assert "eixo errado" in out and "dim=-1" in out
+def test_softmax_wrong_answer_without_a_tested_diagnosis_shows_the_numbers(capsys):
+    result, out = _run(ex.check_stable_softmax, lambda s: torch.sigmoid(s), capsys)
+    assert result is False and "maior diferença" in out
+    assert "subtrair" not in out and "keepdim" not in out
 
 
-def test_softmax_rule_forbids_the_builtins(capsys):
-    for builtin in (
-        lambda scores: torch.softmax(scores, dim=-1),
-        lambda scores: F.softmax(scores, dim=-1),
-        lambda scores: scores.softmax(-1),
-        lambda scores: torch.log_softmax(scores, dim=-1).exp(),
-        lambda scores: torch.nn.Softmax(dim=-1)(scores),
-    ):
-        result, out = _run(ex.check_stable_softmax, builtin, capsys)
-        assert result is False
-        assert "sem torch.softmax" in out
-
-
-def test_softmax_rule_catches_an_alias(capsys):
-    sm = F.softmax  # um apelido criado antes da função: o nome "softmax" não aparece nela
-
-    def alias(scores):
-        return sm(scores, dim=-1)
-
-    result, out = _run(ex.check_stable_softmax, alias, capsys)
-    assert result is False
-    assert "sem torch.softmax" in out
-    assert torch.softmax(torch.zeros(2), dim=-1).sum() == 1  # nada ficou bloqueado depois
-
-
-# --------------------------------------------------------------------------------------
-# Exercício 2: projeções à mão, artigo -> substantivo
-# --------------------------------------------------------------------------------------
-
-_ROW = ex.FEATURES.index
-
-
-def _projections(c=3.0, penalty=True, gender=True, swap_gender=False):
-    W_Q, W_K = torch.zeros(len(ex.FEATURES), 3), torch.zeros(len(ex.FEATURES), 3)
-    if gender:
-        masc, fem = ("feminino", "masculino") if swap_gender else ("masculino", "feminino")
-        W_Q[_ROW(masc), 0] = W_K[_ROW("masculino"), 0] = c
-        W_Q[_ROW(fem), 1] = W_K[_ROW("feminino"), 1] = c
-    W_Q[_ROW("artigo"), 2] = W_K[_ROW("substantivo"), 2] = c
-    if penalty:
-        W_K[_ROW("pessoa"), 2] = -c
+# ======================================================================================
+# Exercício 2: projeções à mão
+# ======================================================================================
+def reference_projections(c=3.0):
+    row = module.FEATURES.index
+    W_Q = torch.zeros(len(module.FEATURES), 3)
+    W_K = torch.zeros(len(module.FEATURES), 3)
+    W_Q[row("masculino"), 0] = W_K[row("masculino"), 0] = c
+    W_Q[row("feminino"), 1] = W_K[row("feminino"), 1] = c
+    W_Q[row("artigo"), 2] = c
+    W_K[row("substantivo"), 2] = c
+    W_K[row("pessoa"), 2] = -c
     return W_Q, W_K
 
 
-def test_articles_stub_is_pending(capsys):
-    result, out = _run(ex.check_article_projections, stub, capsys)
-    assert result is False and _pending(out)
+def signed_gender_projections():
+    """Outro estilo: gênero com sinal (+c masculino, -c feminino) e d_k = 2, em listas."""
+    c = 3.0
+    rows = {name: [0.0, 0.0] for name in module.FEATURES}
+    keys = {name: [0.0, 0.0] for name in module.FEATURES}
+    rows["masculino"][0] = keys["masculino"][0] = c
+    rows["feminino"][0] = keys["feminino"][0] = -c
+    rows["artigo"][1] = c
+    keys["substantivo"][1] = c
+    keys["pessoa"][1] = -c
+    return [rows[n] for n in module.FEATURES], [keys[n] for n in module.FEATURES]
 
 
-def test_articles_as_nested_lists_are_accepted(capsys):
-    def as_lists():
-        W_Q, W_K = _projections(c=4.0)
-        return W_Q.tolist(), W_K.numpy()
-
-    result, out = _run(ex.check_article_projections, as_lists, capsys)
-    assert result is True, out
+@pytest.mark.parametrize("answer", [reference_projections, signed_gender_projections])
+def test_articles_correct_styles_are_accepted_on_many_drawn_lists(answer, capsys):
+    for _ in range(10):  # cada chamada sorteia listas novas
+        result, out = _run(ex.check_article_projections, answer, capsys)
+        assert result is True, out
 
 
-def test_articles_without_the_person_penalty_fail(capsys):
-    result, out = _run(ex.check_article_projections, lambda: _projections(penalty=False), capsys)
-    assert result is False
-    assert "'João'" in out and "é uma pessoa" in out and "negativo" in out
-
-
-def test_articles_with_small_scale_fail(capsys):
-    result, out = _run(ex.check_article_projections, lambda: _projections(c=1.0), capsys)
-    assert result is False
-    assert "já olha mais para 'trem'" in out and "0,80" in out and "multiplique" in out
-
-
-def test_articles_with_swapped_gender_fail(capsys):
-    result, out = _run(
-        ex.check_article_projections, lambda: _projections(swap_gender=True), capsys
-    )
-    assert result is False
-    assert "outro gênero" in out
-
-
-def test_articles_that_ignore_nouns_fail(capsys):
-    def gender_only():
-        W_Q, W_K = _projections(c=6.0)
-        W_Q[:, 2] = 0  # o artigo não pede substantivo
+def test_articles_tie_is_not_told_to_scale_up(capsys):
+    def no_person_penalty():
+        W_Q, W_K = reference_projections()
+        W_K[module.FEATURES.index("pessoa"), 2] = 0.0
         return W_Q, W_K
 
-    result, out = _run(ex.check_article_projections, gender_only, capsys)
-    assert result is False
-    assert "artigo 'o'" in out
+    result, out = _run(ex.check_article_projections, no_person_penalty, capsys)
+    assert result is False and "empatam" in out and "'João'" in out
+    assert "multiplicadas" not in out
 
 
-def test_articles_are_checked_on_an_unseen_sentence(capsys):
-    def only_the_notebook_sentence():
-        # Todo adjetivo também anuncia "feminino": a frase do notebook não tem adjetivo
-        # feminino e passa; na frase nova, "a" empata entre "mesa" e "ocupada".
-        W_Q, W_K = _projections()
-        W_K[_ROW("adjetivo"), 1] = 3.0
+def test_articles_small_scale_is_told_only_after_testing_it(capsys):
+    result, out = _run(ex.check_article_projections, lambda: reference_projections(1.0), capsys)
+    assert result is False and "multiplicadas por 3" in out
+
+
+def test_articles_swapped_gender_names_the_rival(capsys):
+    def swapped():
+        W_Q, W_K = reference_projections()
+        row = module.FEATURES.index
+        W_Q[row("masculino"), 0], W_Q[row("feminino"), 1] = 0.0, 0.0
+        W_Q[row("masculino"), 1], W_Q[row("feminino"), 0] = 3.0, 3.0
         return W_Q, W_K
 
-    result, out = _run(ex.check_article_projections, only_the_notebook_sentence, capsys)
-    assert result is False
-    assert "numa frase nova" in out and "Maria e Pedro" in out
+    result, out = _run(ex.check_article_projections, swapped, capsys)
+    assert result is False and "'cadeira'" in out and "multiplicadas" not in out
 
 
 def test_articles_wrong_shapes_are_explained(capsys):
     result, out = _run(
-        ex.check_article_projections, lambda: (torch.zeros(4, 2), torch.zeros(4, 2)), capsys
+        ex.check_article_projections, lambda: (torch.zeros(3, 10), torch.zeros(3, 10)), capsys
     )
-    assert result is False and "uma linha por característica" in out
-    result, out = _run(
-        ex.check_article_projections, lambda: (torch.zeros(10, 2), torch.zeros(10, 3)), capsys
-    )
-    assert result is False and "mesmo número de colunas" in out
-    result, out = _run(ex.check_article_projections, lambda: torch.zeros(10, 2), capsys)
+    assert result is False and "(10, d_k)" in out
+    result, out = _run(ex.check_article_projections, lambda: torch.zeros(10, 3), capsys)
     assert result is False and "par (W_Q, W_K)" in out
+
+
+def test_drawn_lists_have_one_article_and_one_object_of_each_gender():
+    g, seed = module.case_generator(11)
+    for _ in range(50):
+        _, tokens, targets = module._drawn_sentence(g, seed)
+        assert len(tokens) <= 17 and len(targets) == 2
+        for i, j in targets.items():
+            article, noun = module._LEXICON[tokens[i]], module._LEXICON[tokens[j]]
+            assert "artigo" in article and "substantivo" in noun and "pessoa" not in noun
+            assert article[1] == noun[1]  # mesmo gênero
 
 
 def test_notebook_lexicon_agrees_with_the_check():
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    source = next(c.source for c in nb.cells if c.get("id") == "code-046b")
-    source = source.split("\n\n\ndef feature_matrix")[0]  # só FEATURES e lexicon
-    namespace = {"ex": ex}
-    exec(source, namespace)
-    assert tuple(namespace["FEATURES"]) == ex.FEATURES
-    for word, features in namespace["lexicon"].items():
-        if word in ex._LEXICON:
-            assert tuple(features) == ex._LEXICON[word], word
+    source = next(c.source for c in nb.cells if "lexicon = {" in c.source)
+    for word, features in module._LEXICON.items():
+        if f'"{word}": [' in source:
+            listed = source.split(f'"{word}": [', 1)[1].split("]", 1)[0]
+            assert sorted(f.strip().strip('"') for f in listed.split(",")) == sorted(features), word
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 3: o maior t que cabe na memória
-# --------------------------------------------------------------------------------------
+# ======================================================================================
+# Exercício 3: os gradientes da atenção à mão
+# ======================================================================================
+def by_formulas(query, key, value, grad_output):
+    c = 1 / math.sqrt(query.shape[-1])
+    p = torch.softmax(query @ key.transpose(-2, -1) * c, dim=-1)
+    dp = grad_output @ value.transpose(-2, -1)
+    dz = p * (dp - (dp * p).sum(-1, keepdim=True))
+    return dz @ key * c, dz.transpose(-2, -1) @ query * c, p.transpose(-2, -1) @ grad_output
 
 
-def test_max_len_stub_is_pending(capsys):
-    result, out = _run(ex.check_max_seq_len, stub, capsys)
-    assert result is False and _pending(out)
+def with_einsum(query, key, value, grad_output):
+    c = query.shape[-1] ** -0.5
+    z = torch.einsum("...td,...sd->...ts", query, key) * c
+    p = torch.exp(z - z.amax(-1, keepdim=True))
+    p = p / p.sum(-1, keepdim=True)
+    dp = torch.einsum("...tv,...sv->...ts", grad_output, value)
+    dz = p * dp - p * torch.einsum("...ts,...ts->...t", p, dp)[..., None]
+    return (
+        torch.einsum("...ts,...sd->...td", dz, key) * c,
+        torch.einsum("...ts,...td->...sd", dz, query) * c,
+        torch.einsum("...ts,...tv->...sv", p, grad_output),
+    )
 
 
-def test_max_len_numpy_integer_is_accepted(capsys):
-    # Um np.int64 correto é um inteiro: a versão anterior deste exercício o recusava.
-    def with_numpy(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        elements = budget_bytes / (batch_size * num_heads * bytes_per_element)
-        return np.int64(np.floor(np.sqrt(elements)))
-
-    result, out = _run(ex.check_max_seq_len, with_numpy, capsys)
+@pytest.mark.parametrize("answer", [by_formulas, with_einsum], ids=["matmul", "einsum"])
+def test_backward_correct_styles_are_accepted(answer, capsys):
+    result, out = _run(ex.check_attention_backward, answer, capsys)
     assert result is True, out
 
 
-def test_max_len_int_of_sqrt_and_loop_are_accepted(capsys):
-    def int_sqrt(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return int(math.sqrt(budget_bytes / (batch_size * num_heads * bytes_per_element)))
+@pytest.mark.parametrize("name", ["query", "key", "value", "grad_output"])
+def test_backward_in_place_change_of_each_input_is_named(name, capsys):
+    def in_place(query, key, value, grad_output):
+        result = by_formulas(query, key, value, grad_output)
+        {"query": query, "key": key, "value": value, "grad_output": grad_output}[name].mul_(1.0)
+        return result
 
-    def search(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        t = 0
-        while batch_size * num_heads * (t + 1) ** 2 * bytes_per_element <= budget_bytes:
-            t += 1
-        return t
-
-    for answer in (int_sqrt, search):
-        result, out = _run(ex.check_max_seq_len, answer, capsys)
-        assert result is True, out
+    result, out = _run(ex.check_attention_backward, in_place, capsys)
+    assert result is False and f"modificou `{name}` no lugar" in out
 
 
-def test_max_len_integral_float_is_accepted(capsys):
-    def as_float(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return float(math.isqrt(budget_bytes // (batch_size * num_heads * bytes_per_element)))
-
-    result, out = _run(ex.check_max_seq_len, as_float, capsys)
-    assert result is True, out
+def autograd_grad(query, key, value, grad_output):
+    leaves = [x.detach().clone().requires_grad_(True) for x in (query, key, value)]
+    out = torch.softmax(leaves[0] @ leaves[1].transpose(-2, -1) / math.sqrt(query.shape[-1]), -1)
+    return torch.autograd.grad(out @ leaves[2], leaves, grad_output)
 
 
-def test_max_len_rounding_up_fails(capsys):
-    def rounded(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return round(math.sqrt(budget_bytes / (batch_size * num_heads * bytes_per_element)))
-
-    result, out = _run(ex.check_max_seq_len, rounded, capsys)
-    assert result is False
-    assert "arredonde a raiz para baixo" in out and "12952" in out
-
-
-def test_max_len_fractional_answer_fails(capsys):
-    def fractional(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return math.sqrt(budget_bytes / (batch_size * num_heads * bytes_per_element))
-
-    result, out = _run(ex.check_max_seq_len, fractional, capsys)
-    assert result is False
-    assert "casas decimais" in out
+def autograd_backward(query, key, value, grad_output, _enable=torch.enable_grad):
+    leaves = [x.clone().requires_grad_() for x in (query, key, value)]
+    with _enable():
+        out = torch.softmax(
+            leaves[0] @ leaves[1].transpose(-2, -1) / math.sqrt(query.shape[-1]), -1
+        )
+        (out @ leaves[2]).backward(grad_output)
+    return tuple(x.grad for x in leaves)
 
 
-def test_max_len_without_heads_or_bytes_fails(capsys):
-    def no_heads(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return math.isqrt(budget_bytes // (batch_size * bytes_per_element))
+def func_vjp(query, key, value, grad_output):
+    def attention(q, k, v):
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), -1) @ v
 
-    def no_bytes(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return math.isqrt(budget_bytes // (batch_size * num_heads))
-
-    result, out = _run(ex.check_max_seq_len, no_heads, capsys)
-    assert result is False and "ignora as cabeças" in out
-    result, out = _run(ex.check_max_seq_len, no_bytes, capsys)
-    assert result is False and "bytes_per_element" in out
+    _, vjp = torch.func.vjp(attention, query, key, value)
+    return vjp(grad_output)
 
 
-def test_max_len_too_small_fails(capsys):
-    def one_less(budget_bytes, batch_size, num_heads, bytes_per_element=4):
-        return max(math.isqrt(budget_bytes // (batch_size * num_heads * bytes_per_element)) - 1, 0)
+@pytest.mark.parametrize(
+    "answer", [autograd_grad, autograd_backward, func_vjp], ids=["grad", "backward", "func"]
+)
+def test_backward_autograd_is_seen_whatever_the_route(answer, capsys):
+    result, out = _run(ex.check_attention_backward, answer, capsys)
+    assert result is False and "sem autograd" in out, out
 
-    result, out = _run(ex.check_max_seq_len, one_less, capsys)
-    assert result is False
-    assert "ainda cabe" in out
+
+def test_backward_values_change_every_run_so_a_table_cannot_pass(capsys):
+    seen = []
+
+    def remember(query, key, value, grad_output):
+        seen.append(query.clone())
+        return by_formulas(query, key, value, grad_output)
+
+    ex.check_attention_backward(remember)
+    first_run = list(seen)
+    seen.clear()
+    ex.check_attention_backward(remember)
+    capsys.readouterr()
+    # Até os casos "fixos" (as formas) recebem valores novos a cada execução.
+    assert len(first_run) == len(seen) == 5
+    assert all(not torch.equal(a, b) for a, b in zip(first_run, seen, strict=True))
+
+    table = {q.numpy().tobytes(): by_formulas(q, *_others(q)) for q in first_run}
+
+    def lookup(query, key, value, grad_output):
+        return table.get(query.numpy().tobytes(), (query * 0, key * 0, value * 0))
+
+    result, out = _run(ex.check_attention_backward, lookup, capsys)
+    assert result is False and "difere do gradiente do autograd" in out
 
 
-def test_max_len_bool_and_string_are_rejected(capsys):
-    result, out = _run(ex.check_max_seq_len, lambda *args: True, capsys)
-    assert result is False and "inteiro" in out
-    result, out = _run(ex.check_max_seq_len, lambda *args: "16384", capsys)
-    assert result is False and "inteiro" in out
+def _others(q):
+    k = torch.zeros(*q.shape[:-2], 2, q.shape[-1], dtype=q.dtype)
+    return (
+        k,
+        torch.zeros(*q.shape[:-2], 2, 3, dtype=q.dtype),
+        torch.zeros(*q.shape[:-1], 3, dtype=q.dtype),
+    )
+
+
+def test_backward_missing_scale_is_diagnosed(capsys):
+    def no_scale(query, key, value, grad_output):
+        gq, gk, gv = by_formulas(query, key, value, grad_output)
+        return gq * math.sqrt(query.shape[-1]), gk, gv
+
+    result, out = _run(ex.check_attention_backward, no_scale, capsys)
+    assert result is False and "grad_query está errado: falta a escala" in out
+
+
+def test_backward_missing_shift_term_is_diagnosed(capsys):
+    def no_shift(query, key, value, grad_output):
+        c = 1 / math.sqrt(query.shape[-1])
+        p = torch.softmax(query @ key.transpose(-2, -1) * c, dim=-1)
+        dz = p * (grad_output @ value.transpose(-2, -1))
+        return dz @ key * c, dz.transpose(-2, -1) @ query * c, p.transpose(-2, -1) @ grad_output
+
+    result, out = _run(ex.check_attention_backward, no_shift, capsys)
+    assert result is False and "sem o termo - p · g" in out
+
+
+def test_backward_missing_transposes_are_diagnosed_where_shapes_allow(capsys):
+    def value_no_transpose(query, key, value, grad_output):
+        gq, gk, _ = by_formulas(query, key, value, grad_output)
+        c = 1 / math.sqrt(query.shape[-1])
+        p = torch.softmax(query @ key.transpose(-2, -1) * c, dim=-1)
+        if query.shape[-2] == key.shape[-2]:
+            return gq, gk, p @ grad_output
+        return gq, gk, p.transpose(-2, -1) @ grad_output
+
+    # O primeiro caso fixo tem t != s e passa; o segundo (t = s) mostra o erro.
+    result, out = _run(ex.check_attention_backward, value_no_transpose, capsys)
+    assert result is False and "grad_value está errado: faltou transpor os pesos" in out
+
+
+def test_backward_wrong_shape_is_explained(capsys):
+    def swapped(query, key, value, grad_output):
+        gq, gk, gv = by_formulas(query, key, value, grad_output)
+        return gk, gq, gv
+
+    result, out = _run(ex.check_attention_backward, swapped, capsys)
+    assert result is False and "grad_query com a forma" in out

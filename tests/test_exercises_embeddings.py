@@ -2,403 +2,423 @@
 
 A solução de referência de cada exercício vive só no notebook (e passa pela conferência
 em tests/test_notebook_solutions.py). Aqui ficam soluções corretas em **outros** estilos,
-que precisam ser aceitas, e as respostas erradas típicas (inclusive as que quebram as
-regras do enunciado), que precisam ser recusadas com a explicação certa.
+que precisam ser aceitas, e as respostas erradas de cada classe da issue (entrada
+modificada no lugar, gradiente cortado, laço escondido, o tensor proibido criado por
+qualquer caminho, tabela dos casos fixos, erros típicos), recusadas com a explicação certa.
 """
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.functional import cosine_similarity as similarity  # importada com outro nome
 
 import tpt
-from tpt.exercises import embeddings as ex
+from tpt.exercises import checks
+from tpt.exercises import embeddings as module
+
+ex = checks("embeddings")
+
+
+def run(check, answer, capsys) -> tuple[bool, str]:
+    ok = check(answer)
+    return ok, capsys.readouterr().out
 
 
 def stub(*args):
     raise NotImplementedError("Escreva sua solução aqui")
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 1: o gradiente da tabela, Xᵀ G
-# --------------------------------------------------------------------------------------
+def test_checks_expose_only_the_checks():
+    assert sorted(dir(ex)) == [
+        "check_cosine_matrix",
+        "check_mean_embedding",
+        "check_nearest_tokens",
+    ]
+    for hidden in ["_mean_embedding", "_cosine", "_nearest", "_mean_case", "_cosine_fixed"]:
+        assert hasattr(module, hidden)
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, hidden)
 
 
-def grad_with_index_add(ids, grad_output, vocab_size, padding_idx):
-    """Estilo alternativo: index_add_ soma as linhas de G no id de cada posição."""
-    d = grad_output.shape[-1]
-    grad = torch.zeros(vocab_size, d, dtype=grad_output.dtype)
-    grad.index_add_(0, ids.reshape(-1), grad_output.reshape(-1, d))
-    if padding_idx is not None:
-        grad[padding_idx] = 0
-    return grad
-
-
-def grad_with_einsum(ids, grad_output, vocab_size, padding_idx):
-    """Estilo alternativo: einsum sobre o one-hot (b, t, |V|), sem achatar."""
-    one_hot = F.one_hot(ids, vocab_size).to(grad_output.dtype)  # (b, t, |V|)
-    grad = torch.einsum("btv,btd->vd", one_hot, grad_output)  # (|V|, d)
-    if padding_idx is not None:
-        grad[padding_idx].zero_()
-    return grad
-
-
-def grad_with_mask(ids, grad_output, vocab_size, padding_idx):
-    """Estilo alternativo: zera as posições de <pad> antes de somar."""
-    keep = torch.ones_like(ids, dtype=torch.bool) if padding_idx is None else ids != padding_idx
-    one_hot = F.one_hot(ids.flatten(), num_classes=vocab_size).double()  # (b·t, |V|)
-    g = (grad_output * keep[..., None]).reshape(-1, grad_output.shape[-1]).double()
-    return (one_hot.T @ g).to(grad_output.dtype)
-
-
-def test_embedding_grad_alternative_styles_pass(capsys):
-    for answer in (grad_with_index_add, grad_with_einsum, grad_with_mask):
-        assert ex.check_embedding_grad(answer) is True, answer.__name__
-    assert capsys.readouterr().out.count("✅") == 3
-
-
-def test_embedding_grad_stub_is_pending(capsys):
-    assert ex.check_embedding_grad(stub) is False
-    out = capsys.readouterr().out
-    assert "⏳" in out and "ainda não resolvido" in out
-
-
-def test_embedding_grad_with_autograd_is_rejected(capsys):
-    def via_backward(ids, grad_output, vocab_size, padding_idx):
-        weight = torch.zeros(
-            vocab_size, grad_output.shape[-1], dtype=grad_output.dtype, requires_grad=True
-        )
-        (F.embedding(ids, weight, padding_idx=padding_idx) * grad_output).sum().backward()
-        return weight.grad
-
-    def via_autograd_grad(ids, grad_output, vocab_size, padding_idx):
-        weight = torch.zeros(
-            vocab_size, grad_output.shape[-1], dtype=grad_output.dtype, requires_grad=True
-        )
-        out = nn.functional.embedding(ids, weight, padding_idx=padding_idx)
-        return torch.autograd.grad(out, weight, grad_output)[0]
-
-    for answer in (via_backward, via_autograd_grad):
-        assert ex.check_embedding_grad(answer) is False
-        assert "sem .backward()" in capsys.readouterr().out
-
-
-def test_embedding_grad_with_a_loop_is_rejected(capsys):
-    def with_loop(ids, grad_output, vocab_size, padding_idx):
-        grad = torch.zeros(vocab_size, grad_output.shape[-1], dtype=grad_output.dtype)
-        for b in range(ids.shape[0]):
-            for t in range(ids.shape[1]):
-                grad[ids[b, t]] += grad_output[b, t]
-        if padding_idx is not None:
-            grad[padding_idx] = 0
-        return grad
-
-    assert ex.check_embedding_grad(with_loop) is False
-    assert "sem laços" in capsys.readouterr().out
-
-
-def test_embedding_grad_assignment_instead_of_sum_is_reported(capsys):
-    def assign(ids, grad_output, vocab_size, padding_idx):
-        grad = torch.zeros(vocab_size, grad_output.shape[-1], dtype=grad_output.dtype)
-        grad[ids] = grad_output  # ids repetidos: só um valor fica
-        if padding_idx is not None:
-            grad[padding_idx] = 0
-        return grad
-
-    assert ex.check_embedding_grad(assign) is False
-    out = capsys.readouterr().out
-    assert "o id 1 aparece 2 vezes" in out and "index_add_" in out
-
-
-def test_embedding_grad_forgetting_the_padding_row_is_reported(capsys):
-    def no_padding(ids, grad_output, vocab_size, padding_idx):
-        return grad_with_index_add(ids, grad_output, vocab_size, None)
-
-    assert ex.check_embedding_grad(no_padding) is False
-    out = capsys.readouterr().out
-    assert "só a linha do padding_idx=0" in out and "nula" in out
-
-
-def test_embedding_grad_without_num_classes_is_reported_as_num_classes(capsys):
-    # Sem num_classes o one-hot tem max(ids) + 1 colunas: a culpa não é do dtype.
-    def no_num_classes(ids, grad_output, vocab_size, padding_idx):
-        one_hot = F.one_hot(ids.reshape(-1)).to(grad_output.dtype)  # (b·t, max+1)
-        grad = one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1])
-        if padding_idx is not None:
-            grad[padding_idx] = 0
-        return grad
-
-    assert ex.check_embedding_grad(no_num_classes) is False
-    out = capsys.readouterr().out
-    assert "num_classes=vocab_size" in out and "(o maior id + 1)" in out
-    assert "dtype" not in out
-
-
-def test_embedding_grad_without_num_classes_and_dtype_blames_num_classes(capsys):
-    def neither(ids, grad_output, vocab_size, padding_idx):
-        return F.one_hot(ids.reshape(-1)).T @ grad_output.reshape(-1, grad_output.shape[-1])
-
-    assert ex.check_embedding_grad(neither) is False
-    out = capsys.readouterr().out
-    assert "RuntimeError" in out and "num_classes=vocab_size" in out
-
-
-def test_embedding_grad_long_one_hot_blames_the_dtype(capsys):
-    def long_one_hot(ids, grad_output, vocab_size, padding_idx):
-        one_hot = F.one_hot(ids.reshape(-1), num_classes=vocab_size)  # torch.long
-        return one_hot.T @ grad_output.reshape(-1, grad_output.shape[-1])
-
-    assert ex.check_embedding_grad(long_one_hot) is False
-    out = capsys.readouterr().out
-    assert "RuntimeError" in out and ".to(grad_output.dtype)" in out
-    assert "num_classes=vocab_size" not in out
-
-
-def test_embedding_grad_without_transpose_is_explained(capsys):
-    def no_transpose(ids, grad_output, vocab_size, padding_idx):
-        one_hot = F.one_hot(ids.reshape(-1), num_classes=vocab_size).to(grad_output.dtype)
-        return one_hot @ grad_output.reshape(-1, grad_output.shape[-1])
-
-    assert ex.check_embedding_grad(no_transpose) is False
-    out = capsys.readouterr().out
-    assert "RuntimeError" in out and "X.T @ G" in out
-
-
-def test_embedding_grad_returning_grad_output_is_reported(capsys):
-    assert ex.check_embedding_grad(lambda ids, g, v, p: g.clone()) is False
-    assert "uma linha por token do vocabulário" in capsys.readouterr().out
-
-
-def test_embedding_grad_by_position_is_reported(capsys):
-    def by_position(ids, grad_output, vocab_size, padding_idx):
-        grad = torch.zeros(vocab_size, grad_output.shape[-1], dtype=grad_output.dtype)
-        positions = torch.arange(ids.shape[1]).expand_as(ids)  # a posição, não o id
-        grad.index_add_(0, positions.reshape(-1), grad_output.reshape(-1, grad_output.shape[-1]))
-        return grad
-
-    assert ex.check_embedding_grad(by_position) is False
-    assert "vem do id do token, não da posição" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "check", ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
+)
+def test_stub_is_pending(check, capsys):
+    ok, out = run(getattr(ex, check), stub, capsys)
+    assert ok is False and "⏳" in out
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: nn.Embedding para pesos compartilhados
+# Exercício 1: o vetor médio de cada texto
 # --------------------------------------------------------------------------------------
+def mean_by_indexing(weight, input_ids, padding_mask):
+    keep = (~padding_mask).unsqueeze(-1).to(weight.dtype)  # (b, t, 1)
+    return (weight[input_ids] * keep).sum(1) / keep.sum(1).clamp_min(1)
 
 
-def embedding_from_pretrained(tokenizer, embed_dim):
-    """Estilo alternativo: sorteia a tabela à mão e usa from_pretrained(freeze=False)."""
-    weight = torch.randn(tokenizer.vocab_size, embed_dim) / embed_dim**0.5
-    weight[tpt.PAD_ID] = 0.0
-    return nn.Embedding.from_pretrained(weight, freeze=False, padding_idx=tpt.PAD_ID)
+def mean_by_einsum(weight, input_ids, padding_mask):
+    keep = (~padding_mask).to(weight.dtype)
+    share = keep / keep.sum(-1, keepdim=True).clamp_min(1)  # (b, t): pesos da média
+    return torch.einsum("bt,btd->bd", share, F.embedding(input_ids, weight))
 
 
-def embedding_with_data(tokenizer, embed_dim):
-    """Estilo alternativo: weight.data.normal_ e zera a linha do <pad> depois."""
-    embedding = nn.Embedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-    embedding.weight.data.normal_(0.0, embed_dim**-0.5)
-    embedding.weight.data[tpt.PAD_ID].zero_()
-    return embedding
+def mean_by_masked_fill(weight, input_ids, padding_mask):
+    vectors = F.embedding(input_ids, weight).masked_fill(padding_mask[..., None], 0.0)
+    count = (~padding_mask).sum(-1, keepdim=True).clamp_min(1)
+    return vectors.sum(1) / count
 
 
-def test_make_embedding_alternative_styles_pass(capsys):
-    assert ex.check_make_embedding(embedding_from_pretrained) is True
-    assert ex.check_make_embedding(embedding_with_data) is True
-    assert capsys.readouterr().out.count("✅") == 2
+def mean_by_bmm(weight, input_ids, padding_mask):
+    keep = (~padding_mask).to(weight.dtype)
+    share = keep / keep.sum(-1, keepdim=True).clamp_min(1)
+    return (share[:, None, :] @ weight[input_ids]).squeeze(1)
 
 
-def test_make_embedding_stub_is_pending(capsys):
-    assert ex.check_make_embedding(stub) is False
-    assert "ainda não resolvido" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    "answer", [mean_by_indexing, mean_by_einsum, mean_by_masked_fill, mean_by_bmm]
+)
+def test_mean_embedding_correct_styles_pass(answer, capsys):
+    ok, out = run(ex.check_mean_embedding, answer, capsys)
+    assert ok is True, out
 
 
-def test_make_embedding_token_embedding_is_rejected(capsys):
-    def with_tpt(tokenizer, embed_dim):
-        return tpt.TokenEmbedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-
-    def inner_module(tokenizer, embed_dim):
-        return tpt.TokenEmbedding(tokenizer.vocab_size, embed_dim, padding_idx=0).embedding
-
-    for answer in (with_tpt, inner_module):
-        assert ex.check_make_embedding(answer) is False
-        assert "tpt.TokenEmbedding já faz" in capsys.readouterr().out
+def _zero_pad_row(weight, input_ids, padding_mask):
+    weight[0] = 0.0  # "corrige" a tabela de quem chamou
+    return mean_by_indexing(weight, input_ids, padding_mask)
 
 
-def test_make_embedding_frozen_tables_are_rejected(capsys):
-    def frozen_pretrained(tokenizer, embed_dim):
-        weight = torch.randn(tokenizer.vocab_size, embed_dim) / embed_dim**0.5
-        weight[tpt.PAD_ID] = 0.0
-        return nn.Embedding.from_pretrained(weight, padding_idx=tpt.PAD_ID)  # freeze=True
-
-    def requires_grad_off(tokenizer, embed_dim):
-        return embedding_with_data(tokenizer, embed_dim).requires_grad_(False)
-
-    for answer in (frozen_pretrained, requires_grad_off):
-        assert ex.check_make_embedding(answer) is False
-        out = capsys.readouterr().out
-        assert "congelada" in out and "freeze=False" in out
+def _fill_ids(weight, input_ids, padding_mask):
+    input_ids.masked_fill_(padding_mask, 0)
+    return mean_by_indexing(weight, input_ids, padding_mask)
 
 
-def test_make_embedding_default_init_is_reported(capsys):
-    def default_init(tokenizer, embed_dim):
-        return nn.Embedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-
-    assert ex.check_make_embedding(default_init) is False
-    out = capsys.readouterr().out
-    assert "N(0, 1) padrão" in out and "1/√d = 0,125" in out
-
-
-def test_make_embedding_normal_over_the_padding_row_is_reported(capsys):
-    def forgot_pad(tokenizer, embed_dim):
-        embedding = nn.Embedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-        nn.init.normal_(embedding.weight, std=embed_dim**-0.5)
-        return embedding
-
-    assert ex.check_make_embedding(forgot_pad) is False
-    out = capsys.readouterr().out
-    assert "sorteada junto com as outras" in out and "torch.no_grad()" in out
+def _flip_mask(weight, input_ids, padding_mask):
+    padding_mask.logical_not_()
+    keep = padding_mask.unsqueeze(-1).to(weight.dtype)
+    out = (weight[input_ids] * keep).sum(1) / keep.sum(1).clamp_min(1)
+    padding_mask.logical_not_()  # desfaz: os valores voltam, a versão do tensor não
+    return out
 
 
-def test_make_embedding_variance_as_std_is_reported(capsys):
-    def variance(tokenizer, embed_dim):
-        embedding = nn.Embedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-        with torch.no_grad():
-            embedding.weight.normal_(0.0, 1.0 / embed_dim)
-            embedding.weight[tpt.PAD_ID] = 0.0
-        return embedding
-
-    assert ex.check_make_embedding(variance) is False
-    assert "variância 1/d como desvio" in capsys.readouterr().out
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [(_zero_pad_row, "weight"), (_fill_ids, "input_ids"), (_flip_mask, "padding_mask")],
+)
+def test_mean_embedding_in_place_change_of_each_input_is_named(answer, name, capsys):
+    ok, out = run(ex.check_mean_embedding, answer, capsys)
+    assert ok is False and f"modificou `{name}` no lugar" in out
 
 
-def test_make_embedding_without_special_tokens_is_reported(capsys):
-    def only_chars(tokenizer, embed_dim):
-        return nn.Embedding(len(tokenizer.chars), embed_dim, padding_idx=tpt.PAD_ID)
-
-    assert ex.check_make_embedding(only_chars) is False
-    out = capsys.readouterr().out
-    assert "❌" in out and "tokens especiais" in out and "tokenizer.vocab_size" in out
+def _no_grad(weight, input_ids, padding_mask):
+    with torch.no_grad():
+        return mean_by_indexing(weight, input_ids, padding_mask)
 
 
-def test_make_embedding_without_padding_idx_is_reported(capsys):
-    def no_padding(tokenizer, embed_dim):
-        return nn.Embedding(tokenizer.vocab_size, embed_dim)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _no_grad,
+        lambda w, i, m: mean_by_indexing(w.detach(), i, m),
+        lambda w, i, m: torch.tensor(mean_by_indexing(w, i, m).tolist(), dtype=w.dtype),
+    ],
+    ids=["no_grad", "detach", "tolist"],
+)
+def test_mean_embedding_cut_gradient_is_rejected(answer, capsys):
+    ok, out = run(ex.check_mean_embedding, answer, capsys)
+    assert ok is False and "o resultado não tem gradiente" in out
 
-    assert ex.check_make_embedding(no_padding) is False
-    out = capsys.readouterr().out
-    assert "padding_idx=None" in out and "PAD_ID=0" in out and "pão e cão" in out
+
+def _one_text(weight, ids, mask):
+    return mean_by_indexing(weight, ids[None], mask[None])[0]
 
 
-def test_make_embedding_wrong_width_is_reported(capsys):
-    def wrong_width(tokenizer, embed_dim):
-        return nn.Embedding(tokenizer.vocab_size, 2 * embed_dim, padding_idx=tpt.PAD_ID)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda w, i, m: torch.stack([_one_text(w, a, b) for a, b in zip(i, m, strict=True)]),
+        lambda w, i, m: torch.stack(list(map(lambda a, b: _one_text(w, a, b), i, m))),
+        lambda w, i, m: torch.cat(
+            [mean_by_indexing(w, i[k : k + 1], m[k : k + 1]) for k in range(len(i))]
+        ),
+    ],
+    ids=["compreensao", "map", "fatias"],
+)
+def test_mean_embedding_loop_over_the_batch_is_seen(answer, capsys):
+    ok, out = run(ex.check_mean_embedding, answer, capsys)
+    assert ok is False and "o número cresce com o lote" in out
 
-    assert ex.check_make_embedding(wrong_width) is False
-    assert "embedding_dim=128; esperava d=64" in capsys.readouterr().out
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda w, i, m: F.embedding(i, w).mean(1), "é a média sobre as t posições"),
+        (
+            lambda w, i, m: F.embedding(i, w).sum(1) / (~m).sum(1, keepdim=True).clamp_min(1),
+            "a linha do <pad> desta tabela não é nula",
+        ),
+        (
+            lambda w, i, m: mean_by_indexing(w, i, ~m),
+            "a máscara foi usada ao contrário",
+        ),
+        (
+            lambda w, i, m: (F.embedding(i, w) * (~m)[..., None]).sum(1),
+            "sem dividir pelo número de tokens",
+        ),
+        (
+            lambda w, i, m: (F.embedding(i, w) * (~m)[..., None]).sum(1) / (~m).sum(1, True),
+            "a divisão por 0 dá NaN",
+        ),
+    ],
+    ids=["inclui-pad", "linha-do-pad", "mascara-invertida", "soma", "nan"],
+)
+def test_mean_embedding_typical_mistakes_are_diagnosed(answer, message, capsys):
+    ok, out = run(ex.check_mean_embedding, answer, capsys)
+    assert ok is False and message in out
+
+
+def test_mean_embedding_lookup_table_of_fixed_cases_is_rejected(capsys):
+    fixed = [
+        module._mean_case(torch.Generator().manual_seed(i), *shape)
+        for i, shape in enumerate(module._MEAN_FIXED)
+    ]
+    table = {(tuple(i.shape), i.sum().item()): module._mean_embedding(w, i, m) for w, i, m in fixed}
+
+    def lookup(weight, input_ids, padding_mask):
+        key = (tuple(input_ids.shape), input_ids.sum().item())
+        if key in table:
+            return table[key].clone().requires_grad_()
+        return weight[input_ids].sum(1) * 0.0
+
+    ok, out = run(ex.check_mean_embedding, lookup, capsys)
+    # A tabela cai já nos casos fixos, pelo gradiente (ela não passa pela tabela de pesos);
+    # e, mesmo com o gradiente imitado, cairia nos casos sorteados.
+    assert ok is False and ("o gradiente em relação a `weight`" in out or "semente" in out)
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: matriz de similaridade de cossenos
+# Exercício 2: similaridade de cossenos sem o tensor (n, n, d)
 # --------------------------------------------------------------------------------------
+def cosine_by_outer_norms(vectors):
+    norms = vectors.norm(dim=-1, keepdim=True)  # (n, 1)
+    return (vectors @ vectors.T) / (norms @ norms.T).clamp_min(1e-12)
 
 
-def cosine_with_normalize(vectors):
-    """Estilo alternativo: F.normalize (que tem um eps) e o produto das linhas."""
+def cosine_by_einsum(vectors):
     unit = F.normalize(vectors, dim=-1)
+    return torch.einsum("id,jd->ij", unit, unit)
+
+
+def cosine_by_rsqrt(vectors):
+    inverse = (vectors * vectors).sum(-1, keepdim=True).clamp_min(1e-24).rsqrt()
+    unit = vectors * inverse
+    return unit @ unit.transpose(0, 1)
+
+
+@pytest.mark.parametrize("answer", [cosine_by_outer_norms, cosine_by_einsum, cosine_by_rsqrt])
+def test_cosine_correct_styles_pass(answer, capsys):
+    ok, out = run(ex.check_cosine_matrix, answer, capsys)
+    assert ok is True, out
+
+
+def _cos_in_default(vectors, _cos=F.cosine_similarity):
+    return _cos(vectors[:, None, :], vectors[None, :, :], dim=-1)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda v: F.cosine_similarity(v[:, None, :], v[None, :, :], dim=-1),
+        _cos_in_default,
+        functools.partial(
+            lambda v, fn: fn(v[:, None], v[None], dim=-1), fn=torch.cosine_similarity
+        ),
+        lambda v: nn.CosineSimilarity(dim=-1)(v[:, None], v[None]),
+        lambda v: torch.ops.aten.cosine_similarity(v[:, None], v[None], -1),
+        lambda v: (F.normalize(v, dim=-1)[:, None] * F.normalize(v, dim=-1)[None]).sum(-1),
+    ],
+    ids=["F", "argumento-padrao", "partial", "modulo", "aten", "broadcasting"],
+)
+def test_cosine_the_n_n_d_tensor_is_seen_whatever_the_path(answer, capsys):
+    ok, out = run(ex.check_cosine_matrix, answer, capsys)
+    assert ok is False and "sua função criou um tensor (n, n, d)" in out
+
+
+def test_cosine_in_place_normalization_is_named(capsys):
+    def divides_in_place(vectors):
+        vectors /= vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        return vectors @ vectors.T
+
+    ok, out = run(ex.check_cosine_matrix, divides_in_place, capsys)
+    assert ok is False and "modificou `vectors` no lugar" in out
+
+
+def test_cosine_cut_gradient_is_rejected(capsys):
+    def no_grad(vectors):
+        with torch.no_grad():
+            return cosine_by_einsum(vectors)
+
+    ok, out = run(ex.check_cosine_matrix, no_grad, capsys)
+    assert ok is False and "o resultado não tem gradiente" in out
+
+
+def _plain_division(vectors):
+    unit = vectors / vectors.norm(dim=-1, keepdim=True)
     return unit @ unit.T
 
 
-def cosine_with_outer_norms(vectors):
-    """Estilo alternativo: produtos escalares divididos pelo produto das normas."""
-    norms = torch.linalg.vector_norm(vectors, dim=-1)  # (n,)
-    return (vectors @ vectors.T) / (norms[:, None] * norms[None, :]).clamp_min(1e-12)
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda v: v @ v.T, "sem normalizar"),
+        (lambda v: F.normalize(v, dim=0) @ F.normalize(v, dim=0).T, "normalizar as colunas"),
+        (_plain_division, "a divisão vira 0/0"),
+        (lambda v: _plain_division(v).nan_to_num(nan=1.0), "similaridade 1 com todos"),
+    ],
+    ids=["sem-normalizar", "colunas", "nan", "nan-vira-1"],
+)
+def test_cosine_typical_mistakes_are_diagnosed(answer, message, capsys):
+    ok, out = run(ex.check_cosine_matrix, answer, capsys)
+    assert ok is False and message in out
 
 
-def cosine_with_nan_to_zero(vectors):
-    """Estilo alternativo: deixa o 0/0 acontecer e troca o NaN por 0 (o valor certo)."""
-    unit = torch.nan_to_num(vectors / vectors.norm(dim=-1, keepdim=True), nan=0.0)
-    return unit @ unit.T
+def test_cosine_nan_hidden_by_nan_to_num_is_seen_in_the_gradient(capsys):
+    """Trocar o NaN por 0 acerta a saída, mas o gradiente do vetor nulo continua NaN."""
+    ok, out = run(ex.check_cosine_matrix, lambda v: _plain_division(v).nan_to_num(0.0), capsys)
+    assert ok is False and "o gradiente em relação a `vectors` tem NaN" in out
 
 
-def test_cosine_matrix_alternative_styles_pass(capsys):
-    for answer in (cosine_with_normalize, cosine_with_outer_norms, cosine_with_nan_to_zero):
-        assert ex.check_cosine_matrix(answer) is True, answer.__name__
-    assert capsys.readouterr().out.count("✅") == 3
+def test_mean_embedding_nan_hidden_by_nan_to_num_is_seen_in_the_gradient(capsys):
+    def hides(weight, input_ids, padding_mask):
+        keep = (~padding_mask).to(weight.dtype)[..., None]
+        return ((weight[input_ids] * keep).sum(1) / keep.sum(1)).nan_to_num(0.0)
+
+    ok, out = run(ex.check_mean_embedding, hides, capsys)
+    assert ok is False and "o gradiente em relação a `weight` tem NaN" in out
 
 
-def test_cosine_matrix_stub_is_pending(capsys):
-    assert ex.check_cosine_matrix(stub) is False
-    assert "ainda não resolvido" in capsys.readouterr().out
+def test_cosine_lookup_table_of_fixed_cases_is_rejected(capsys):
+    table = {tuple(v.shape): module._cosine(v) for v in module._cosine_fixed()}
+
+    def lookup(vectors):
+        found = table.get(tuple(vectors.shape))
+        if found is not None:
+            return found.to(vectors.dtype) + 0 * vectors.sum()
+        return torch.eye(len(vectors), dtype=vectors.dtype) + 0 * vectors.sum()
+
+    ok, out = run(ex.check_cosine_matrix, lookup, capsys)
+    assert ok is False and ("o gradiente em relação a `vectors`" in out or "semente" in out)
 
 
-def test_cosine_matrix_torch_functions_are_rejected(capsys):
-    def with_functional(vectors):
-        return F.cosine_similarity(vectors[:, None, :], vectors[None, :, :], dim=-1)
-
-    def with_module(vectors):
-        return nn.CosineSimilarity(dim=-1)(vectors[:, None, :], vectors[None, :, :])
-
-    def renamed(vectors):
-        return similarity(vectors[:, None, :], vectors[None, :, :], dim=-1)
-
-    for answer in (with_functional, with_module, renamed):
-        assert ex.check_cosine_matrix(answer) is False, answer.__name__
-        assert "sem F.cosine_similarity" in capsys.readouterr().out
+# --------------------------------------------------------------------------------------
+# Exercício 3: os vizinhos mais próximos
+# --------------------------------------------------------------------------------------
+def _cosines(weight, token_ids):
+    unit = F.normalize(weight, dim=-1)
+    return unit[token_ids] @ unit.T  # (n, |V|)
 
 
-def test_cosine_matrix_dot_products_are_reported(capsys):
-    assert ex.check_cosine_matrix(lambda vectors: vectors @ vectors.T) is False
-    out = capsys.readouterr().out
-    assert "diagonal deveria ser 1" in out and "(5, 8)" in out
+def nearest_by_argsort(weight, token_ids, k):
+    norms = weight.norm(dim=-1)
+    sims = (weight[token_ids] @ weight.T) / (norms[token_ids, None] * norms[None]).clamp_min(1e-12)
+    banned = F.one_hot(token_ids, len(weight)).bool()
+    banned[:, 0] = True
+    return sims.masked_fill(banned, -2.0).argsort(dim=-1, descending=True)[:, :k]
 
 
-def test_cosine_matrix_nan_on_zero_row_is_reported(capsys):
-    def naive(vectors):
-        unit = vectors / vectors.norm(dim=-1, keepdim=True)
-        return unit @ unit.T
-
-    assert ex.check_cosine_matrix(naive) is False
-    out = capsys.readouterr().out
-    assert "NaN" in out and "linha 1 é nula" in out
+def nearest_by_sort(weight, token_ids, k):
+    sims = _cosines(weight, token_ids)
+    own = torch.zeros_like(sims, dtype=torch.bool).scatter(1, token_ids[:, None], True)
+    own[:, tpt.PAD_ID] = True
+    return torch.where(own, float("-inf"), sims).sort(dim=-1, descending=True).indices[:, :k]
 
 
-def test_cosine_matrix_nan_replaced_by_one_blames_the_zero_row(capsys):
-    def nan_to_one(vectors):
-        unit = vectors / vectors.norm(dim=-1, keepdim=True)
-        return torch.nan_to_num(unit @ unit.T, nan=1.0)
-
-    assert ex.check_cosine_matrix(nan_to_one) is False
-    out = capsys.readouterr().out
-    assert "o vetor nulo (linha 1) deve ter similaridade 0" in out and "nan_to_num" in out
-    assert "Normalize cada linha" not in out
+@pytest.mark.parametrize("answer", [nearest_by_argsort, nearest_by_sort])
+def test_nearest_correct_styles_pass(answer, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is True, out
 
 
-def test_cosine_matrix_wrong_axis_is_reported(capsys):
-    def wrong_axis(vectors):
-        unit = F.normalize(vectors, dim=0)
-        return unit @ unit.T
-
-    assert ex.check_cosine_matrix(wrong_axis) is False
-    assert "diagonal deveria ser 1" in capsys.readouterr().out
+def _zero_pad_then(weight, token_ids, k):
+    weight[tpt.PAD_ID] = 0.0
+    return nearest_by_sort(weight, token_ids, k)
 
 
-def test_cosine_matrix_shape_error_is_explained_in_portuguese(capsys):
-    def no_transpose(vectors):
-        unit = F.normalize(vectors, dim=-1)
-        return unit @ unit  # (n, d) @ (n, d): formatos incompatíveis
-
-    assert ex.check_cosine_matrix(no_transpose) is False
-    out = capsys.readouterr().out
-    assert "RuntimeError" in out and "unit @ unit.T" in out
+def _sort_ids_then(weight, token_ids, k):
+    token_ids.copy_(token_ids.sort().values)
+    return nearest_by_sort(weight, token_ids, k)
 
 
-def test_make_embedding_in_place_error_is_explained_in_portuguese(capsys):
-    def without_no_grad(tokenizer, embed_dim):
-        embedding = nn.Embedding(tokenizer.vocab_size, embed_dim, padding_idx=tpt.PAD_ID)
-        embedding.weight.normal_(0.0, embed_dim**-0.5)  # folha com requires_grad: erro
-        return embedding
+@pytest.mark.parametrize(
+    ("answer", "name"), [(_zero_pad_then, "weight"), (_sort_ids_then, "token_ids")]
+)
+def test_nearest_in_place_change_of_each_input_is_named(answer, name, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and f"modificou `{name}` no lugar" in out
 
-    assert ex.check_make_embedding(without_no_grad) is False
-    out = capsys.readouterr().out
-    assert "RuntimeError" in out and "torch.no_grad()" in out
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda w, t, k: torch.stack([nearest_by_sort(w, i[None], k)[0] for i in t]),
+        lambda w, t, k: torch.stack(list(map(lambda i: nearest_by_sort(w, i[None], k)[0], t))),
+    ],
+    ids=["compreensao", "map"],
+)
+def test_nearest_loop_over_tokens_is_seen(answer, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and "o número cresce com n" in out
+
+
+def _excluding(weight, token_ids, k, *, self_out=True, pad_out=True, value=float("-inf")):
+    sims = _cosines(weight, token_ids)
+    if self_out:
+        sims[torch.arange(len(token_ids)), token_ids] = value
+    if pad_out:
+        sims[:, tpt.PAD_ID] = value
+    return sims.topk(k, dim=-1).indices
+
+
+def _by_dot(weight, token_ids, k):
+    sims = weight[token_ids] @ weight.T
+    sims[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    sims[:, tpt.PAD_ID] = float("-inf")
+    return sims.topk(k, dim=-1).indices
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (functools.partial(_excluding, self_out=False), "vizinho de si mesmo"),
+        (functools.partial(_excluding, pad_out=False), "o <pad> entrou na lista"),
+        (functools.partial(_excluding, value=0.0), "0 ganha dos cossenos negativos"),
+        (lambda w, t, k: _excluding(w, t, k).flip(-1), "ordem crescente"),
+        (_by_dot, "produtos escalares, sem normalizar"),
+    ],
+    ids=["inclui-o-proprio", "inclui-o-pad", "zero-em-vez-de-inf", "crescente", "produto"],
+)
+def test_nearest_typical_mistakes_are_diagnosed(answer, message, capsys):
+    ok, out = run(ex.check_nearest_tokens, answer, capsys)
+    assert ok is False and message in out
+
+
+def test_nearest_float_result_is_rejected(capsys):
+    ok, out = run(ex.check_nearest_tokens, lambda w, t, k: _excluding(w, t, k).float(), capsys)
+    assert ok is False and "esperava um tensor de ids inteiros" in out
+
+
+def test_nearest_lookup_table_of_fixed_cases_is_rejected(capsys):
+    fixed = [
+        module._nearest_case(torch.Generator().manual_seed(i), *shape)
+        for i, shape in enumerate(module._NEAREST_FIXED)
+    ]
+    table = {tuple(t.tolist()): module._nearest(w, t, k) for w, t, k in fixed}
+
+    def lookup(weight, token_ids, k):
+        return table.get(tuple(token_ids.tolist()), torch.zeros(len(token_ids), k).long())
+
+    ok, out = run(ex.check_nearest_tokens, lookup, capsys)
+    assert ok is False and "caso sorteado, semente" in out

@@ -1,385 +1,401 @@
-"""Conferências dos exercícios do notebook 06_mascaras (tpt.exercises.masks)."""
+"""Conferências dos exercícios do notebook 06_mascaras (tpt.exercises.masks).
+
+As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as passa
+pelas conferências). Aqui, para cada exercício: o pendente, respostas certas em outros
+estilos, e respostas erradas de cada classe (entrada modificada no lugar, gradiente
+cortado, função proibida por apelido, argumento padrão, partial ou nome ATen, laço
+escondido num map ou numa função auxiliar, tabela dos casos fixos, erros típicos).
+"""
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
 import torch.nn.functional as F
 
 import tpt
-import tpt.attention
-import tpt.masks
-from tpt.exercises import masks as ex
+import tpt.exercises.masks as module
+from tpt.exercises import checks
+from tpt.masks import sliding_window_mask as renamed_window
 
-# --------------------------------------------------------------------------------------
-# Auxiliares
-# --------------------------------------------------------------------------------------
+ex = checks("masks")
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Escreva sua solução aqui")
 
 
-def _pending(out: str) -> bool:
-    return "⏳" in out and "ainda não resolvido" in out
-
-
-def _rejected(check, answer, capsys, *fragments: str) -> str:
+def _rejected(check, answer, capsys, *fragments):
     assert check(answer) is False
     out = capsys.readouterr().out
     assert "❌" in out, out
     for fragment in fragments:
-        assert fragment in out, f"esperava {fragment!r} em:\n{out}"
+        assert fragment in out, (fragment, out)
     return out
 
 
-def _accepted(check, answer, capsys) -> None:
-    assert check(answer) is True
+def _accepted(check, answer, capsys):
+    result = check(answer)
     out = capsys.readouterr().out
-    assert "✅" in out, out
+    assert result is True and "✅" in out, out
+
+
+def test_checks_show_only_the_checks():
+    assert dir(ex) == sorted(
+        ["check_sliding_window_mask", "check_left_padded_decoder_mask", "check_masked_softmax"]
+    )
+    for hidden in ("_window_reference", "_left_reference", "_reference_masked_softmax"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, hidden)
+
+
+@pytest.mark.parametrize(
+    "check",
+    [ex.check_sliding_window_mask, ex.check_left_padded_decoder_mask, ex.check_masked_softmax],
+)
+def test_stub_is_pending(check, capsys):
+    assert check(stub) is False
+    assert "⏳" in capsys.readouterr().out
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: janela deslizante
+# Exercício 1: máscara com janela deslizante
 # --------------------------------------------------------------------------------------
-
-
-def sliding_window(t, window):
-    i = torch.arange(t)[:, None]
-    j = torch.arange(t)[None, :]
+def window_compare(t, window):
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
     return (j > i) | (j <= i - window)
 
 
-def test_window_stub_is_pending(capsys):
-    assert ex.check_sliding_window_mask(stub) is False
-    assert _pending(capsys.readouterr().out)
+def window_triangles(t, window):
+    ones = torch.ones(t, t, dtype=torch.bool)
+    return ones.triu(1) | ones.tril(-window)
 
 
-def test_window_reference_passes(capsys):
-    _accepted(ex.check_sliding_window_mask, sliding_window, capsys)
+def window_distance(t, window):
+    distance = torch.arange(t)[:, None] - torch.arange(t)[None, :]  # i - j
+    return (distance < 0) | (distance >= window)
 
 
-def test_window_alternative_styles_pass(capsys):
-    def with_triu_tril(t, window):
-        ones = torch.ones(t, t, dtype=torch.bool)
-        return ones.triu(1) | ones.tril(-window)
-
-    def with_distance(t, window):
-        distance = torch.arange(t)[:, None] - torch.arange(t)[None, :]  # i - j
-        return (distance < 0) | (distance >= window)
-
-    _accepted(ex.check_sliding_window_mask, with_triu_tril, capsys)
-    _accepted(ex.check_sliding_window_mask, with_distance, capsys)
+@pytest.mark.parametrize("answer", [window_compare, window_triangles, window_distance])
+def test_window_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_sliding_window_mask, answer, capsys)
 
 
-def test_window_loops_are_rejected(capsys):
-    def with_for(t, window):
-        mask = torch.zeros(t, t, dtype=torch.bool)
-        for i in range(t):
-            mask[i] = (torch.arange(t) > i) | (torch.arange(t) <= i - window)
-        return mask
-
-    def with_comprehension(t, window):
-        rows = [(torch.arange(t) > i) | (torch.arange(t) <= i - window) for i in range(t)]
-        return torch.stack(rows)
-
-    def with_while(t, window):
-        mask = torch.zeros(t, t, dtype=torch.bool)
-        i = 0
-        while i < t:
-            mask[i] = (torch.arange(t) > i) | (torch.arange(t) <= i - window)
-            i += 1
-        return mask
-
-    for answer in (with_for, with_comprehension, with_while):
-        _rejected(ex.check_sliding_window_mask, answer, capsys, "não usar laços")
+def _window_default(t, window, _mask=tpt.sliding_window_mask):
+    return _mask(t, window)
 
 
-def test_window_using_tpt_is_rejected(capsys):
-    def via_attribute(t, window):
-        return tpt.sliding_window_mask(t, window)
-
-    def via_module(t, window):
-        return tpt.masks.sliding_window_mask(t, window)
-
-    namespace = {"swm": tpt.masks.sliding_window_mask}
-    exec("def imported(t, window):\n    return swm(t, window)\n", namespace)
-
-    for answer in (via_attribute, via_module, namespace["imported"]):
-        _rejected(ex.check_sliding_window_mask, answer, capsys, "não usar tpt.sliding_window_mask")
-    # A conferência devolve a função original ao terminar.
-    assert tpt.sliding_window_mask is tpt.masks.sliding_window_mask
-    assert torch.equal(tpt.sliding_window_mask(4, 2), sliding_window(4, 2))
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda t, w: tpt.sliding_window_mask(t, w),
+        lambda t, w: renamed_window(t, w),
+        _window_default,
+        functools.partial(tpt.masks.sliding_window_mask),
+    ],
+    ids=["direto", "apelido", "argumento-padrao", "partial"],
+)
+def test_window_tpt_function_is_seen_whatever_the_name(answer, capsys):
+    _rejected(ex.check_sliding_window_mask, answer, capsys, "chamou tpt.sliding_window_mask")
 
 
-def test_window_typical_mistakes_have_their_own_messages(capsys):
-    def float_mask(t, window):
-        return sliding_window(t, window).float()
-
-    def inverted(t, window):
-        return ~sliding_window(t, window)
-
-    def symmetric(t, window):
-        i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
-        return (i - j).abs() >= window
-
-    def one_too_many(t, window):
-        i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
-        return (j > i) | (j < i - window)
-
-    def one_too_few(t, window):
-        i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
-        return (j > i) | (j <= i - window + 1)
-
-    def only_causal(t, window):
-        return tpt.causal_mask(t)
-
-    def wrong_shape(t, window):
-        return sliding_window(t, window)[None]
-
-    _rejected(ex.check_sliding_window_mask, float_mask, capsys, "dtype torch.float32", "booleanas")
-    _rejected(ex.check_sliding_window_mask, inverted, capsys, "convenção invertida")
-    _rejected(ex.check_sliding_window_mask, symmetric, capsys, "simétrica", "j > i")
-    _rejected(ex.check_sliding_window_mask, one_too_many, capsys, "uma chave a mais")
-    _rejected(ex.check_sliding_window_mask, one_too_few, capsys, "uma chave a menos")
-    _rejected(ex.check_sliding_window_mask, only_causal, capsys, "máscara causal comum")
-    _rejected(ex.check_sliding_window_mask, wrong_shape, capsys, "esperava a forma (6, 6)")
+def _window_row(t, window, i):
+    j = torch.arange(t)
+    return (j > i) | (j <= i - window)
 
 
-def test_window_other_mistakes_name_the_first_wrong_cell(capsys):
-    def diagonal_blocked(t, window):
-        return sliding_window(t, window) | torch.eye(t, dtype=torch.bool)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda t, w: torch.stack([_window_row(t, w, i) for i in range(t)]),
+        lambda t, w: torch.stack(list(map(functools.partial(_window_row, t, w), range(t)))),
+        lambda t, w: functools.reduce(
+            torch.logical_or,
+            [torch.ones(t, t, dtype=torch.bool).triu(1)]
+            + [torch.eye(t, dtype=torch.bool).roll(-k, 1).tril(-k) for k in range(w, t)],
+        ),
+    ],
+    ids=["compreensao-com-auxiliar", "map-partial", "diagonais-por-laco"],
+)
+def test_window_hidden_loops_are_rejected(answer, capsys):
+    _rejected(ex.check_sliding_window_mask, answer, capsys, "Sem laços")
 
+
+def test_window_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = {(t, w): window_compare(t, w) for _, t, w in module._window_cases()[:7]}
     _rejected(
-        ex.check_sliding_window_mask, diagonal_blocked, capsys, "(consulta 0, chave 0)", "livre"
+        ex.check_sliding_window_mask,
+        lambda t, w: fixed.get((t, w), torch.ones(t, t, dtype=torch.bool).triu(1)),
+        capsys,
+        "No caso sorteado",
+        "semente",
     )
 
 
-def test_window_pytorch_errors_get_a_portuguese_hint(capsys):
-    def broken(t, window):
-        return torch.arange(t)[:, None] > torch.arange(t + 1)[:, None].T.view(t, -1)
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda t, w: ~window_compare(t, w), "convenção invertida"),
+        (
+            lambda t, w: (torch.arange(t)[:, None] - torch.arange(t)[None, :]).abs() >= w,
+            "simétrica",
+        ),
+        (lambda t, w: window_compare(t, w + 1), "uma chave a mais"),
+        (lambda t, w: window_compare(t, w - 1), "uma chave a menos"),
+        (lambda t, w: torch.ones(t, t, dtype=torch.bool).triu(1), "máscara causal comum"),
+    ],
+    ids=["invertida", "simetrica", "mais-uma", "menos-uma", "so-causal"],
+)
+def test_window_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_sliding_window_mask, answer, capsys, fragment)
 
-    _rejected(ex.check_sliding_window_mask, broken, capsys, "sua função levantou", "Dica:")
+
+def test_window_unknown_mistake_names_the_first_wrong_cell(capsys):
+    def wrong(t, w):
+        mask = window_compare(t, w).clone()
+        mask[-1, 0] = ~mask[-1, 0]
+        return mask
+
+    out = _rejected(ex.check_sliding_window_mask, wrong, capsys, "na posição (consulta 5, chave 0)")
+    assert "janela" not in out.split("window=3,")[1]
+
+
+def test_window_int_mask_is_explained(capsys):
+    _rejected(
+        ex.check_sliding_window_mask, lambda t, w: window_compare(t, w).int(), capsys, "torch.bool"
+    )
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: máscara do decoder com <pad> à esquerda
 # --------------------------------------------------------------------------------------
+def left_with_causal(lengths, t):
+    key_is_pad = torch.arange(t)[None, :] < (t - lengths)[:, None]
+    return key_is_pad[:, None, None, :] | tpt.causal_mask(t)[None, None]
 
 
-def decoder_mask(lengths, t):
-    positions = torch.arange(t, device=lengths.device)
-    key_is_pad = positions[None, :] < (t - lengths)[:, None]
-    future = tpt.causal_mask(t, device=lengths.device)
-    return key_is_pad[:, None, None, :] | future[None, None]
+def left_flipped(lengths, t):  # a máscara da direita, espelhada
+    right = torch.arange(t)[None, :] >= lengths[:, None]  # (b, t): <pad> no fim
+    return right.flip(-1)[:, None, None, :] | torch.ones(t, t, dtype=torch.bool).triu(1)
 
 
-def test_left_stub_is_pending(capsys):
-    assert ex.check_left_padded_decoder_mask(stub) is False
-    assert _pending(capsys.readouterr().out)
+@pytest.mark.parametrize("answer", [left_with_causal, left_flipped])
+def test_left_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_left_padded_decoder_mask, answer, capsys)
 
 
-def test_left_reference_passes(capsys):
-    _accepted(ex.check_left_padded_decoder_mask, decoder_mask, capsys)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda lengths, t: left_with_causal(lengths.sub_(0), t),
+        lambda lengths, t: left_with_causal(lengths.clamp_(max=t), t),
+    ],
+    ids=["sub_", "clamp_"],
+)
+def test_left_in_place_change_of_lengths_is_named(answer, capsys):
+    _rejected(ex.check_left_padded_decoder_mask, answer, capsys, "modificou `lengths` no lugar")
 
 
-def test_left_alternative_styles_pass(capsys):
-    def with_flip(lengths, t):
-        key_is_pad = tpt.padding_mask(lengths, t).flip(-1)  # à direita, espelhada
-        return tpt.merge_masks(key_padding_mask=key_is_pad, is_causal=True, t=t)
-
-    def with_arithmetic(lengths, t):
-        j = torch.arange(t)
-        start = (t - lengths).view(-1, 1, 1, 1)  # (b, 1, 1, 1): primeira posição real
-        return (j.view(1, 1, 1, t) < start) | (j.view(1, 1, 1, t) > j.view(1, 1, t, 1))
-
-    _accepted(ex.check_left_padded_decoder_mask, with_flip, capsys)
-    _accepted(ex.check_left_padded_decoder_mask, with_arithmetic, capsys)
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda lengths, t: torch.stack([left_with_causal(n[None], t)[0] for n in lengths]),
+        lambda lengths, t: torch.cat(list(map(lambda n: left_with_causal(n[None], t), lengths))),
+    ],
+    ids=["compreensao", "map"],
+)
+def test_left_hidden_loops_are_rejected(answer, capsys):
+    _rejected(ex.check_left_padded_decoder_mask, answer, capsys, "Sem laços")
 
 
-def test_left_loops_are_rejected(capsys):
-    def with_for(lengths, t):
-        mask = torch.zeros(len(lengths), 1, t, t, dtype=torch.bool)
-        for row, n in enumerate(lengths.tolist()):
-            mask[row, 0, :, : t - n] = True
-        return mask | tpt.causal_mask(t)
-
-    _rejected(ex.check_left_padded_decoder_mask, with_for, capsys, "não usar laços")
-
-
-def test_left_typical_mistakes_have_their_own_messages(capsys):
-    def right_padding(lengths, t):
-        return tpt.merge_masks(key_padding_mask=tpt.padding_mask(lengths, t), is_causal=True, t=t)
-
-    def no_head_axis(lengths, t):
-        return decoder_mask(lengths, t)[:, 0]
-
-    def only_padding_4d(lengths, t):
-        return (torch.arange(t)[None, :] < (t - lengths)[:, None])[:, None, None, :]
-
-    def only_causal(lengths, t):
-        return tpt.causal_mask(t)[None, None].expand(len(lengths), 1, t, t)
-
-    def only_padding(lengths, t):
-        return only_padding_4d(lengths, t).expand(len(lengths), 1, t, t)
-
-    def inverted(lengths, t):
-        return ~decoder_mask(lengths, t)
-
-    def as_int(lengths, t):
-        return decoder_mask(lengths, t).long()
-
-    def mutates(lengths, t):
-        lengths -= 0  # no lugar: o tensor original é o mesmo objeto
-        lengths.add_(1)
-        return decoder_mask(lengths - 1, t)
-
-    _rejected(ex.check_left_padded_decoder_mask, right_padding, capsys, "fim de cada linha")
-    _rejected(ex.check_left_padded_decoder_mask, no_head_axis, capsys, "eixo das cabeças")
-    _rejected(ex.check_left_padded_decoder_mask, only_padding_4d, capsys, "(b, 1, 1, t)")
-    _rejected(ex.check_left_padded_decoder_mask, only_causal, capsys, "só a máscara causal")
+def test_left_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = {
+        (tuple(lengths), t): left_with_causal(torch.tensor(lengths), t)
+        for _, lengths, t in module._left_cases()[:5]
+    }
     _rejected(
-        ex.check_left_padded_decoder_mask, only_padding, capsys, "só a máscara de preenchimento"
+        ex.check_left_padded_decoder_mask,
+        lambda lengths, t: fixed.get(
+            (tuple(lengths.tolist()), t), torch.zeros(len(lengths), 1, t, t, dtype=torch.bool)
+        ),
+        capsys,
+        "No caso sorteado",
+        "semente",
     )
-    _rejected(ex.check_left_padded_decoder_mask, inverted, capsys, "convenção invertida")
-    _rejected(ex.check_left_padded_decoder_mask, as_int, capsys, "dtype torch.int64")
-    _rejected(ex.check_left_padded_decoder_mask, mutates, capsys, "modificou lengths")
 
 
-def test_left_other_mistakes_name_the_first_wrong_cell(capsys):
-    def off_by_one(lengths, t):
-        j = torch.arange(t)
-        key_is_pad = j[None, :] <= (t - lengths)[:, None]  # bloqueia também o primeiro real
-        return key_is_pad[:, None, None, :] | tpt.causal_mask(t)[None, None]
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda lengths, t: ~left_with_causal(lengths, t), "convenção invertida"),
+        (
+            lambda lengths, t: tpt.padding_mask(lengths, t)[:, None, None, :] | tpt.causal_mask(t),
+            "preenchido à direita",
+        ),
+        (
+            lambda lengths, t: tpt.causal_mask(t).expand(len(lengths), 1, t, t),
+            "só a máscara causal",
+        ),
+        (
+            lambda lengths, t: (torch.arange(t)[None, :] < (t - lengths)[:, None])[
+                :, None, None, :
+            ].expand(-1, 1, t, t),
+            "só a máscara de preenchimento",
+        ),
+        (lambda lengths, t: left_with_causal(lengths, t)[:, 0], "falta o eixo das cabeças"),
+    ],
+    ids=["invertida", "direita", "so-causal", "so-preenchimento", "sem-eixo-das-cabecas"],
+)
+def test_left_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_left_padded_decoder_mask, answer, capsys, fragment)
 
-    _rejected(ex.check_left_padded_decoder_mask, off_by_one, capsys, "exemplo 0", "livre (False)")
+
+def test_left_errors_are_explained(capsys):
+    _rejected(
+        ex.check_left_padded_decoder_mask,
+        lambda lengths, t: lengths.view(t, t),
+        capsys,
+        "levantou RuntimeError",
+        "t - lengths",
+    )
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 3: softmax com máscara, sem NaN
 # --------------------------------------------------------------------------------------
-
-
-def masked_softmax(scores, mask):
+def softmax_fill(scores, mask):
     masked = scores.masked_fill(mask, float("-inf"))
-    empty = torch.isneginf(masked).all(dim=-1, keepdim=True)
-    weights = torch.softmax(masked.masked_fill(empty, 0.0), dim=-1)
-    return weights.masked_fill(empty, 0.0)
+    empty = torch.isneginf(masked).all(-1, keepdim=True)
+    return torch.softmax(masked.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
 
 
-def test_softmax_stub_is_pending(capsys):
-    assert ex.check_masked_softmax(stub) is False
-    assert _pending(capsys.readouterr().out)
+def softmax_by_hand(scores, mask):  # exp à mão, com o máximo de cada linha
+    masked = scores.masked_fill(mask, float("-inf"))
+    top = masked.amax(-1, keepdim=True)
+    top = torch.where(torch.isneginf(top), torch.zeros_like(top), top)
+    e = torch.exp(masked - top)
+    total = e.sum(-1, keepdim=True)
+    return e / torch.where(total == 0, torch.ones_like(total), total)
 
 
-def test_softmax_reference_passes(capsys):
-    _accepted(ex.check_masked_softmax, masked_softmax, capsys)
+def softmax_with_where(scores, mask):
+    visible = ~mask & ~torch.isneginf(scores)
+    any_visible = visible.any(-1, keepdim=True)
+    safe = torch.where(visible, scores, torch.zeros_like(scores))
+    safe = torch.where(visible, safe, torch.full_like(scores, float("-inf")))
+    safe = torch.where(any_visible, safe, torch.zeros_like(safe))
+    return torch.where(any_visible, torch.softmax(safe, -1), torch.zeros_like(safe))
 
 
-def test_softmax_alternative_style_passes(capsys):
-    def safe_exp(scores, mask):
-        masked = scores.masked_fill(mask, float("-inf"))
-        top = masked.amax(dim=-1, keepdim=True)
-        top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        e = torch.exp(masked - top)
-        return e / e.sum(dim=-1, keepdim=True).clamp_min(1e-30)
-
-    def with_where(scores, mask):
-        blocked = mask | torch.isneginf(scores)
-        empty = blocked.all(dim=-1, keepdim=True)
-        safe = torch.where(blocked, torch.full_like(scores, float("-inf")), scores)
-        safe = torch.where(empty, torch.zeros_like(scores), safe)
-        return torch.where(empty, torch.zeros_like(scores), torch.softmax(safe, dim=-1))
-
-    _accepted(ex.check_masked_softmax, safe_exp, capsys)
-    _accepted(ex.check_masked_softmax, with_where, capsys)
+@pytest.mark.parametrize("answer", [softmax_fill, softmax_by_hand, softmax_with_where])
+def test_softmax_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_masked_softmax, answer, capsys)
 
 
-def test_softmax_naive_gives_nan_in_forward(capsys):
-    def naive(scores, mask):
-        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-
-    _rejected(ex.check_masked_softmax, naive, capsys, "NaN nos pesos (na ida)")
-
-
-def test_softmax_fixing_only_the_forward_is_rejected(capsys):
-    def nan_to_num(scores, mask):
-        return torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1).nan_to_num(0.0)
-
-    def additive(scores, mask):
-        bias = torch.zeros(mask.shape, dtype=scores.dtype).masked_fill(mask, float("-inf"))
-        return torch.softmax(scores + bias, dim=-1).nan_to_num(0.0)
-
-    def where_after(scores, mask):
-        weights = torch.softmax(scores.masked_fill(mask, float("-inf")), dim=-1)
-        return torch.where(weights.isnan(), torch.zeros_like(weights), weights)
-
-    for answer in (nan_to_num, additive, where_after):
-        _rejected(ex.check_masked_softmax, answer, capsys, "gradiente tem NaN (na volta)")
+def test_softmax_naive_gives_nan_in_the_forward(capsys):
+    _rejected(
+        ex.check_masked_softmax,
+        lambda s, m: torch.softmax(s.masked_fill(m, float("-inf")), -1),
+        capsys,
+        "há NaN nos pesos (na ida), exatamente nas linhas sem nenhuma chave visível",
+    )
 
 
-def test_softmax_typical_mistakes_have_their_own_messages(capsys):
-    def finite_fill(scores, mask):
-        return torch.softmax(scores.masked_fill(mask, -1e9), dim=-1)
+def test_softmax_fixing_only_the_forward_is_rejected_in_the_backward(capsys):
+    _rejected(
+        ex.check_masked_softmax,
+        lambda s, m: torch.softmax(s.masked_fill(m, float("-inf")), -1).nan_to_num(0.0),
+        capsys,
+        "o gradiente em relação às pontuações tem NaN (na volta)",
+    )
 
-    def zero_fill(scores, mask):
-        return torch.softmax(scores.masked_fill(mask, 0.0), dim=-1)
 
-    def detached(scores, mask):
-        return masked_softmax(scores.detach(), mask)
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda s, m: torch.softmax(s.masked_fill(m, -1e9), -1), "masked_fill(mask, -1e9)"),
+        (lambda s, m: torch.softmax(s.masked_fill(m, 0.0), -1), "0 não bloqueia nada"),
+        (lambda s, m: softmax_fill(s, ~m), "convenção invertida"),
+    ],
+    ids=["-1e9", "zero", "invertida"],
+)
+def test_softmax_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_masked_softmax, answer, capsys, fragment)
 
+
+def test_softmax_in_place_change_of_scores_is_named(capsys):
     def in_place(scores, mask):
-        with torch.no_grad():
-            scores.masked_fill_(mask, -1.0)
-        return masked_softmax(scores, mask)
+        scores.masked_fill_(mask, float("-inf"))
+        return softmax_fill(scores, mask)
 
-    def wrong_axis(scores, mask):
-        return masked_softmax(scores.transpose(-2, -1), mask.transpose(-2, -1)).transpose(-2, -1)
-
-    def unnormalized(scores, mask):
-        return masked_softmax(scores, mask) * 0.5
-
-    _rejected(ex.check_masked_softmax, finite_fill, capsys, "uniformes 1/s", "-1e9")
-    _rejected(ex.check_masked_softmax, zero_fill, capsys, "chave bloqueada recebeu peso")
-    _rejected(ex.check_masked_softmax, detached, capsys, "não têm gradiente")
-    _rejected(ex.check_masked_softmax, in_place, capsys, "modificou as pontuações no lugar")
-    _rejected(ex.check_masked_softmax, wrong_axis, capsys, "diferem do softmax com máscara")
-    _rejected(ex.check_masked_softmax, unnormalized, capsys, "somar 1")
+    _rejected(ex.check_masked_softmax, in_place, capsys, "modificou `scores` no lugar")
 
 
-def test_softmax_forbidden_functions_are_enforced(capsys):
-    def via_tpt(scores, mask):
-        x = scores[..., None]
-        return tpt.scaled_dot_product_attention(x, x, x, mask)[1]
-
-    def via_module(scores, mask):
-        x = scores[..., None]
-        return tpt.attention.scaled_dot_product_attention(x, x, x, mask)[1]
-
-    def via_sdpa(scores, mask):
-        # F.sdpa não devolve os pesos: a saída com V = identidade são os pesos.
-        eye = torch.eye(scores.shape[-1], dtype=scores.dtype)
-        q = scores[..., None] * 0 + 1
-        return F.scaled_dot_product_attention(q, q, eye, attn_mask=~mask)
-
-    for answer in (via_tpt, via_module, via_sdpa):
-        _rejected(ex.check_masked_softmax, answer, capsys, "sem chamar")
-    assert tpt.scaled_dot_product_attention is tpt.attention.scaled_dot_product_attention
-    assert F.scaled_dot_product_attention.__module__ != "tpt.exercises.masks"
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda s, m: softmax_fill(s.detach(), m), "não tem gradiente"),
+        (torch.no_grad()(softmax_fill), "não tem gradiente"),
+        (
+            lambda s, m: (lambda e: e / e.sum(-1, keepdim=True).detach().clamp(min=1e-30))(
+                torch.exp(s.masked_fill(m, float("-inf")) - 3.0)
+            ),
+            "o gradiente em relação a `scores` difere",
+        ),
+    ],
+    ids=["detach", "no_grad", "normalizador-sem-gradiente"],
+)
+def test_softmax_wrong_gradients_are_rejected(answer, fragment, capsys):
+    _rejected(ex.check_masked_softmax, answer, capsys, fragment)
 
 
-def test_softmax_pytorch_errors_get_a_portuguese_hint(capsys):
-    def broken(scores, mask):
-        return torch.softmax(scores.masked_fill(mask[..., :1, :1, :], float("-inf")), -1) @ mask
-
-    _rejected(ex.check_masked_softmax, broken, capsys, "sua função levantou", "Dica:")
+def _sdpa_default(s, m, _attend=F.scaled_dot_product_attention):
+    _attend(s[..., None], s[..., None], s[..., None])
+    return softmax_fill(s, m)
 
 
-def test_softmax_wrong_gradient_is_rejected(capsys):
-    def detached_normalizer(scores, mask):
-        masked = scores.masked_fill(mask, float("-inf"))
-        empty = torch.isneginf(masked).all(dim=-1, keepdim=True)
-        e = torch.exp(masked.masked_fill(empty, 0.0))
-        weights = e / e.sum(dim=-1, keepdim=True).detach()  # a soma fora do grafo
-        return weights.masked_fill(empty, 0.0)
+def _tpt_default(s, m, _attend=tpt.scaled_dot_product_attention):
+    _attend(s[..., None], s[..., None], s[..., None])
+    return softmax_fill(s, m)
 
-    _rejected(ex.check_masked_softmax, detached_normalizer, capsys, "gradiente em relação")
+
+HIDDEN_SDPA = functools.partial(F.scaled_dot_product_attention, dropout_p=0.0)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _sdpa_default,
+        lambda s, m: (
+            HIDDEN_SDPA(s[..., None], s[..., None], s[..., None])[..., 0] * 0 + softmax_fill(s, m)
+        ),
+        lambda s, m: (
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                *(torch.zeros(1, 1, 2, 4),) * 3
+            )[0].sum()
+            * 0
+            + softmax_fill(s, m)
+        ),
+        _tpt_default,
+        lambda s, m: (
+            tpt.MultiHeadAttention(1, 1)(torch.zeros(1, 2, 1))[0].sum() * 0 + softmax_fill(s, m)
+        ),
+    ],
+    ids=["F.sdpa-argumento-padrao", "F.sdpa-partial", "aten", "tpt-argumento-padrao", "tpt-MHA"],
+)
+def test_softmax_ready_attention_is_seen_whatever_the_name(answer, capsys):
+    _rejected(ex.check_masked_softmax, answer, capsys, "chamou a atenção pronta")
+
+
+def test_softmax_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = [(s, m) for _, s, m in module._softmax_cases()[:5]]
+
+    def lookup(scores, mask):
+        for s, m in fixed:
+            if s.shape == scores.shape and m.shape == mask.shape and torch.equal(s, scores):
+                return softmax_fill(scores, mask)
+        return torch.softmax(scores, -1)
+
+    _rejected(ex.check_masked_softmax, lookup, capsys, "No caso sorteado", "semente")

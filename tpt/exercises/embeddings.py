@@ -2,486 +2,495 @@
 
 Três exercícios, na ordem do notebook:
 
-1. :func:`check_embedding_grad`: o gradiente da tabela de embeddings escrito à mão,
-   ``∂L/∂E = Xᵀ G`` (one-hot transposto vezes o gradiente que chega à saída), igual ao
-   que o autograd calcula para ``nn.Embedding(..., padding_idx=...)``: ids repetidos
-   somam, a linha do ``padding_idx`` fica nula; sem autograd e sem laços;
-2. :func:`check_make_embedding`: um ``nn.Embedding`` pronto para pesos compartilhados:
-   tamanho do vocabulário de verdade, ``padding_idx`` no ``<pad>``, entradas de
-   ``N(0, 1/d)``, a linha do ``<pad>`` nula e a tabela treinável;
-3. :func:`check_cosine_matrix`: a matriz ``(n, n)`` de similaridade de cossenos entre
-   ``n`` vetores, sem ``F.cosine_similarity`` e sem NaN quando um vetor é nulo.
+1. :func:`check_mean_embedding`: o vetor médio de cada texto de um lote ``(b, t)``,
+   consultando a tabela e ignorando as posições de ``<pad>`` pela máscara (um texto só
+   de ``<pad>`` dá o vetor nulo); a conta fica no caminho do treino, então os
+   gradientes em relação à tabela são comparados; sem laço sobre o lote (o número de
+   operações não pode crescer com ``b``);
+2. :func:`check_cosine_matrix`: a matriz ``(n, n)`` de similaridade de cossenos, sem
+   NaN quando um vetor é nulo e sem criar o tensor ``(n, n, d)`` que a comparação "todos
+   contra todos" por broadcasting (ou ``F.cosine_similarity``) cria;
+3. :func:`check_nearest_tokens`: os ``k`` vizinhos mais próximos (pelo cosseno) de cada
+   token pedido, sem ele mesmo e sem o ``<pad>``, do mais parecido ao menos; sem laço
+   sobre os tokens pedidos.
 
-Cada conferência compara a resposta do aluno com uma referência e diz, em português,
-qual entrada falhou, o que era esperado, o que veio e qual é o erro provável.
+Cada conferência roda casos fixos e casos sorteados a cada execução, chama a resposta
+com as entradas de verdade (que não podem mudar) e só dá um diagnóstico quando a
+variante errada correspondente foi calculada e deu a resposta do aluno.
 """
 
 from __future__ import annotations
 
-import contextlib
-import functools
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from tpt.embedding import TokenEmbedding
-from tpt.exercises import (
-    ExerciseError,
-    exercise,
-    expect,
-    forbid,
-    references,
-    refers_to,
-    uses_loops,
-)
-from tpt.numfmt import fmt
-from tpt.tokenizer import PAD_ID, SPECIAL_TOKENS, BaseTokenizer, CharTokenizer
+from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
+from tpt.exercises.guards import call_answer, case_generator, check_gradients
+from tpt.exercises.rules import op_counts_by_size, record_ops
+from tpt.tokenizer import PAD_ID
 
-__all__ = ["check_embedding_grad", "check_make_embedding", "check_cosine_matrix"]
+__all__ = ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
 
 
-def _shape(value: Any) -> str:
-    return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
-
-
-def _rounded(row: Tensor) -> str:
-    return "[" + "; ".join(fmt(float(v), 4) for v in row) + "]"
-
-
-def _call(fn: Callable[..., Any], where: str, hint: str, *args: Any) -> Any:
-    """Chama a resposta do aluno; um erro do Python/PyTorch vira uma dica em português."""
-    try:
-        return fn(*args)
-    except (NotImplementedError, ExerciseError):
-        raise
-    except Exception as err:  # noqa: BLE001 - qualquer erro do aluno vira explicação
-        raise ExerciseError(
-            f"{where} sua função levantou {type(err).__name__}. {hint} (mensagem original: {err})"
-        ) from None
+# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
+# embeddings; caberia em guards, junto do case_generator).
+def _seed_note(seed: int | None) -> str:
+    return "" if seed is None else f" (caso sorteado, semente {seed})"
 
 
 def _atol(dtype: torch.dtype) -> float:
-    # float32: ~7 algarismos; float64: ~16. Os casos são pequenos (somas de poucos termos).
     return 1e-5 if dtype == torch.float32 else 1e-10
 
 
-def _close(a: Tensor, b: Tensor) -> bool:
-    return a.shape == b.shape and torch.allclose(a, b, atol=_atol(b.dtype), rtol=1e-5)
-
-
-# --------------------------------------------------------------------------------------
-# Exercício 1: o gradiente da tabela, Xᵀ G
-# --------------------------------------------------------------------------------------
-
-
-def _grad_cases() -> list[tuple[Tensor, Tensor, int, int | None]]:
-    """Casos ``(ids, grad_output, vocab_size, padding_idx)``.
-
-    Todos têm ids repetidos e ``vocab_size`` maior que o maior id + 1 (linhas que nenhum
-    token usa), para que os erros típicos apareçam.
-    """
-    generator = torch.Generator().manual_seed(2)
-    cases = []
-    for ids, vocab_size, dim, padding_idx, dtype in [
-        ([[4, 1, 6, 1], [5, 4, 0, 0]], 9, 3, 0, torch.float32),  # (b, t) com <pad>=0
-        ([[9, 2, 2, 5, 2], [3, 9, 7, 0, 0], [2, 3, 0, 0, 0]], 12, 4, 0, torch.float64),
-        ([[3, 3, 1]], 6, 2, None, torch.float32),  # sem padding_idx: todas as linhas contam
-    ]:
-        ids_t = torch.tensor(ids, dtype=torch.long)  # (b, t)
-        grad_output = torch.randn(*ids_t.shape, dim, generator=generator, dtype=dtype)
-        cases.append((ids_t, grad_output, vocab_size, padding_idx))
-    return cases
-
-
-def _autograd_grad(
-    ids: Tensor, grad_output: Tensor, vocab_size: int, padding_idx: int | None
-) -> Tensor:
-    """A referência: o gradiente que o autograd calcula para ``F.embedding``."""
-    weight = torch.zeros(
-        vocab_size, grad_output.shape[-1], dtype=grad_output.dtype, requires_grad=True
-    )  # (|V|, d)
-    out = F.embedding(ids, weight, padding_idx=padding_idx)  # (b, t, d)
-    (grad,) = torch.autograd.grad(out, weight, grad_output)
-    return grad  # (|V|, d)
-
-
-class _OneHotCalls:
-    """Anota as chamadas de ``F.one_hot`` (para explicar um erro do PyTorch)."""
-
-    def __init__(self) -> None:
-        self.num_classes: list[int] = []
-
-
-@contextlib.contextmanager
-def _watch_one_hot() -> Iterator[_OneHotCalls]:
-    original = F.one_hot
-    calls = _OneHotCalls()
-
-    @functools.wraps(original)
-    def watched(tensor: Tensor, num_classes: int = -1) -> Tensor:
-        calls.num_classes.append(num_classes)
-        return original(tensor, num_classes)
-
-    F.one_hot = watched  # type: ignore[assignment]
-    try:
-        yield calls
-    finally:
-        F.one_hot = original  # type: ignore[assignment]
-
-
-_NO_AUTOGRAD = (
-    "o exercício pede o gradiente escrito à mão (Xᵀ G): sem .backward() nem "
-    "torch.autograd.grad, que fariam a conta por você."
-)
-
-
-@exercise("Exercício 1 (o gradiente da tabela de embeddings)")
-def check_embedding_grad(
-    embedding_grad: Callable[[Tensor, Tensor, int, int | None], Tensor],
+# GENÉRICO: um gradiente com NaN (ou infinito) estraga os pesos no primeiro passo do
+# otimizador, mesmo quando a saída confere. O check_gradients compara valores e atribui
+# a diferença a "uma parte da conta ao lado do autograd"; aqui a causa é outra, e a
+# mensagem diz qual.
+def _expect_finite_gradient(
+    answer: Callable[..., Tensor], inputs: dict[str, object], name: str, where: str, hint: str
 ) -> None:
-    """``embedding_grad(ids (b, t), grad_output (b, t, d), vocab_size, padding_idx)``.
-
-    Devolve o gradiente da tabela, formato ``(|V|, d)``.
-    """
-    expect(
-        not uses_loops(embedding_grad),
-        "sua função tem um laço (for, while ou compreensão de lista). O enunciado pede a "
-        "conta sem laços: monte o one-hot X (b·t, |V|) e faça X.T @ G, ou use index_add_.",
+    """Confere que o gradiente da resposta em relação a ``inputs[name]`` é finito."""
+    leaves = {
+        key: value.detach().clone().requires_grad_(key == name)
+        if isinstance(value, Tensor)
+        else value
+        for key, value in inputs.items()
+    }
+    with torch.enable_grad():
+        out = answer(*leaves.values())
+    if not (isinstance(out, Tensor) and out.requires_grad):
+        return  # quem explica isso é o check_gradients
+    (grad,) = torch.autograd.grad(out.sum(), [leaves[name]], allow_unused=True)
+    if grad is None or bool(torch.isfinite(grad).all()):
+        return
+    rows = (~torch.isfinite(grad)).reshape(grad.shape[0], -1).any(dim=1)
+    raise ExerciseError(
+        f"{where}, a saída confere, mas o gradiente em relação a `{name}` tem NaN ou "
+        f"infinito (nas linhas {rows.nonzero().squeeze(1).tolist()}): {hint}"
     )
-    for ids, grad_output, vocab_size, padding_idx in _grad_cases():
-        expected = _autograd_grad(ids, grad_output, vocab_size, padding_idx)  # (|V|, d)
-        dim = grad_output.shape[-1]
-        where = (
-            f"para ids={ids.tolist()}, grad_output {tuple(grad_output.shape)}, "
-            f"vocab_size={vocab_size} e padding_idx={padding_idx}"
-        )
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(forbid(torch.Tensor, "backward", _NO_AUTOGRAD))
-            stack.enter_context(forbid(torch.autograd, "backward", _NO_AUTOGRAD))
-            stack.enter_context(forbid(torch.autograd, "grad", _NO_AUTOGRAD))
-            calls = stack.enter_context(_watch_one_hot())
-            try:
-                received = embedding_grad(ids.clone(), grad_output.clone(), vocab_size, padding_idx)
-            except (NotImplementedError, ExerciseError):
-                raise
-            except Exception as err:  # noqa: BLE001 - explicar em português, não derrubar
-                hints = []
-                if any(n in (-1, None) for n in calls.num_classes):
-                    hints.append(
-                        "F.one_hot sem num_classes cria só max(ids) + 1 colunas, não "
-                        f"|V|={vocab_size}: passe num_classes=vocab_size"
-                    )
-                elif calls.num_classes:
-                    hints.append(
-                        "F.one_hot devolve inteiros (torch.long), e o PyTorch não multiplica "
-                        "long por float: converta com .to(grad_output.dtype)"
-                    )
-                hints.append(
-                    "confira os formatos: achate o lote, X (b·t, |V|) e G (b·t, d), e "
-                    "transponha X antes de multiplicar: X.T @ G dá (|V|, d)"
-                )
-                raise ExerciseError(
-                    f"{where} sua função levantou {type(err).__name__}. Dica: "
-                    + "; ".join(hints)
-                    + f". (mensagem original: {err})"
-                ) from None
-        expect(
-            isinstance(received, Tensor),
-            f"{where} esperava um tensor; recebi {type(received).__name__}.",
-        )
-        if tuple(received.shape) == tuple(grad_output.shape):
-            expect(
-                False,
-                f"{where} o resultado tem o formato de grad_output {tuple(grad_output.shape)}; "
-                f"o gradiente da tabela tem uma linha por token do vocabulário: "
-                f"({vocab_size}, {dim}). Some as contribuições de cada id.",
-            )
-        max_id = int(ids.max())
-        if tuple(received.shape) == (max_id + 1, dim) and max_id + 1 != vocab_size:
-            expect(
-                False,
-                f"{where} o resultado tem {max_id + 1} linhas (o maior id + 1), não "
-                f"|V|={vocab_size}: F.one_hot sem num_classes só cria as colunas até o maior "
-                "id do lote. Passe num_classes=vocab_size.",
-            )
-        expect(
-            tuple(received.shape) == tuple(expected.shape),
-            f"{where} esperava formato (|V|, d) = {tuple(expected.shape)}; recebi "
-            f"{_shape(received)}.",
-        )
-        expect(
-            received.dtype == grad_output.dtype,
-            f"{where} esperava o dtype de grad_output ({grad_output.dtype}); recebi "
-            f"{received.dtype}. Converta o one-hot com .to(grad_output.dtype).",
-        )
-        if _close(received, expected):
-            continue
-        if padding_idx is not None and not _close(received[padding_idx], expected[padding_idx]):
-            rest = [i for i in range(vocab_size) if i != padding_idx]
-            if _close(received[rest], expected[rest]):
-                expect(
-                    False,
-                    f"{where} só a linha do padding_idx={padding_idx} está errada: ela deve "
-                    f"ficar nula (o nn.Embedding não manda gradiente para o <pad>); recebi "
-                    f"{_rounded(received[padding_idx])}. Zere essa linha no fim.",
-                )
-        flat_ids = ids.reshape(-1)  # (b·t,)
-        flat_grad = grad_output.reshape(-1, dim)  # (b·t, d)
-        for token in flat_ids.unique().tolist():
-            if token == padding_idx or _close(received[token], expected[token]):
-                continue
-            positions = (flat_ids == token).nonzero().squeeze(1)
-            single = [flat_grad[p] for p in positions.tolist()]
-            if len(single) > 1 and any(_close(received[token], g) for g in single):
-                expect(
-                    False,
-                    f"{where} o id {token} aparece {len(single)} vezes e a linha dele deveria "
-                    f"somar os {len(single)} gradientes; recebi só um deles. Uma atribuição "
-                    "(grad[ids] = ...) guarda o último e descarta os outros: some com X.T @ G "
-                    "ou com index_add_.",
-                )
-            expect(
-                False,
-                f"{where} a linha do id {token} deveria ser {_rounded(expected[token])} (a soma "
-                f"de grad_output nas {len(single)} posições em que ids == {token}); recebi "
-                f"{_rounded(received[token])}. A linha vem do id do token, não da posição.",
-            )
-        unused = [i for i in range(vocab_size) if i not in set(flat_ids.tolist())]
-        bad = [i for i in unused if not bool((received[i] == 0).all())]
-        expect(
-            not bad,
-            f"{where} as linhas {bad} são de ids que não aparecem no lote e deveriam ser "
-            "nulas: só os tokens do lote recebem gradiente.",
-        )
-        expect(False, f"{where} esperava {expected.tolist()}, recebi {received.tolist()}.")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: um nn.Embedding pronto para pesos compartilhados
+# Exercício 1: o vetor médio de cada texto, sem os <pad>
 # --------------------------------------------------------------------------------------
+def _mean_embedding(weight: Tensor, input_ids: Tensor, padding_mask: Tensor) -> Tensor:
+    vectors = F.embedding(input_ids, weight)  # (b, t, d)
+    keep = (~padding_mask).to(weight.dtype)  # (b, t): 1 = token de verdade
+    total = (vectors * keep[..., None]).sum(dim=1)  # (b, d)
+    count = keep.sum(dim=1, keepdim=True).clamp_min(1)  # (b, 1)
+    return total / count
 
-_EMBEDDING_CASES: list[tuple[list[str], int]] = [
-    (["pão e cão"], 64),
-    (["João pensou: o trem estava cheio, mas ele conseguiu uma cadeira livre."], 48),
-    (["Açúcar e café.", "Você viu o pássaro?"], 100),
+
+def _mean_case(
+    g: torch.Generator, b: int, t: int, vocab: int, d: int, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Um lote sorteado: a linha do <pad> da tabela **não** é nula, há <pad> à direita e à
+    esquerda, um texto só de <pad> e (com b > 2) um texto sem nenhum."""
+    weight = torch.randn(vocab, d, generator=g, dtype=dtype) + 0.5  # média longe de 0
+    input_ids = torch.randint(PAD_ID + 1, vocab, (b, t), generator=g)
+    lengths = torch.randint(1, t + 1, (b,), generator=g)
+    lengths[0] = 0  # um texto só de <pad>
+    if b > 2:
+        lengths[1] = t  # um texto sem <pad>
+    positions = torch.arange(t)[None, :]  # (1, t)
+    right = positions >= lengths[:, None]  # (b, t)
+    left = positions < (t - lengths)[:, None]  # (b, t)
+    use_left = torch.rand(b, generator=g) < 0.5
+    padding_mask = torch.where(use_left[:, None], left, right)  # (b, t)
+    input_ids = input_ids.masked_fill(padding_mask, PAD_ID)
+    return weight, input_ids, padding_mask
+
+
+def _mean_variants(
+    weight: Tensor, input_ids: Tensor, padding_mask: Tensor
+) -> list[tuple[str, Tensor]]:
+    vectors = F.embedding(input_ids, weight)  # (b, t, d)
+    keep = (~padding_mask).to(weight.dtype)  # (b, t)
+    count = keep.sum(dim=1, keepdim=True)  # (b, 1)
+    pads = padding_mask.to(weight.dtype)  # (b, t)
+    return [
+        (
+            "é a média sobre as t posições, com os <pad> juntos; a média é só sobre os "
+            "tokens de verdade (os False da máscara).",
+            vectors.mean(dim=1),
+        ),
+        (
+            "é a soma dos vetores dos <pad> dividida pelo número de tokens de verdade: "
+            "a linha do <pad> desta tabela não é nula, então os <pad> precisam sair da "
+            "soma pela máscara.",
+            vectors.sum(dim=1) / count.clamp_min(1),
+        ),
+        (
+            "é a média só das posições de <pad>: a máscara foi usada ao contrário (no tpt, "
+            "True marca o <pad>).",
+            (vectors * pads[..., None]).sum(dim=1) / pads.sum(dim=1, keepdim=True).clamp_min(1),
+        ),
+        (
+            "é a soma dos vetores dos tokens, sem dividir pelo número de tokens de cada texto.",
+            (vectors * keep[..., None]).sum(dim=1),
+        ),
+    ]
+
+
+_MEAN_FIXED = [  # (b, t, |V|, d, dtype)
+    (4, 6, 9, 5, torch.float32),
+    (3, 5, 7, 3, torch.float64),
+    (1, 4, 6, 2, torch.float32),  # o lote inteiro é um texto só de <pad>
 ]
 
-_NO_TOKEN_EMBEDDING = (
-    "o exercício pede o nn.Embedding montado por você; o tpt.TokenEmbedding já faz "
-    "a inicialização N(0, 1/d) e zera o <pad> (é a resposta pronta)."
-)
 
-
-@exercise("Exercício 2 (nn.Embedding para pesos compartilhados)")
-def check_make_embedding(make_embedding: Callable[[BaseTokenizer, int], nn.Module]) -> None:
-    """``make_embedding(tokenizer, embed_dim) -> nn.Embedding`` (|V|, d), N(0, 1/d), treinável."""
-    expect(
-        not references(make_embedding, "TokenEmbedding")
-        and not refers_to(make_embedding, TokenEmbedding),
-        _NO_TOKEN_EMBEDDING,
-    )
-    for texts, embed_dim in _EMBEDDING_CASES:
-        tokenizer = CharTokenizer.fit(texts)
-        vocab_size = tokenizer.vocab_size
-        where = f"para CharTokenizer.fit({texts!r}) (vocab_size={vocab_size}) e d={embed_dim}"
-        torch.manual_seed(0)
-        with forbid(TokenEmbedding, "reset_parameters", _NO_TOKEN_EMBEDDING):
-            module = _call(
-                make_embedding,
-                where,
-                "Confira a chamada nn.Embedding(num_embeddings, embedding_dim, padding_idx=...) "
-                "e o sorteio: nn.init.normal_(weight, mean=0.0, std=...); mudar os pesos de um "
-                "parâmetro no lugar pede torch.no_grad().",
-                tokenizer,
-                embed_dim,
-            )
-        expect(
-            isinstance(module, nn.Embedding),
-            f"{where} esperava um nn.Embedding; recebi {type(module).__name__}.",
+@exercise("Exercício 1 (o vetor médio de cada texto, sem os <pad>)")
+def check_mean_embedding(mean_embedding: Callable[[Tensor, Tensor, Tensor], Tensor]) -> None:
+    """``mean_embedding(weight (|V|, d), input_ids (b, t), padding_mask (b, t)) -> (b, d)``."""
+    g, seed = case_generator()
+    cases = [
+        (*_mean_case(torch.Generator().manual_seed(i), *shape), None)
+        for i, shape in enumerate(_MEAN_FIXED)
+    ]
+    for _ in range(8):
+        b, t = (int(v) for v in torch.randint(2, 9, (2,), generator=g))
+        vocab, d = (int(v) for v in torch.randint(5, 30, (2,), generator=g))
+        cases.append((*_mean_case(g, b, t, vocab, d), seed))
+    for weight, input_ids, padding_mask, case_seed in cases:
+        b, t = input_ids.shape
+        where = (
+            f"Para weight {tuple(weight.shape)} ({weight.dtype}), input_ids (b, t) = "
+            f"({b}, {t}) e {int(padding_mask.sum())} posições de <pad>" + _seed_note(case_seed)
         )
-        num_chars = len(tokenizer.chars)
-        if module.num_embeddings == num_chars:
-            expect(
-                False,
-                f"{where} num_embeddings={module.num_embeddings} conta só os caracteres; o "
-                f"vocabulário tem também os {len(SPECIAL_TOKENS)} tokens especiais "
-                f"({vocab_size} no total). Use tokenizer.vocab_size.",
-            )
-        expect(
-            module.num_embeddings == vocab_size,
-            f"{where} num_embeddings={module.num_embeddings}, mas o vocabulário tem "
-            f"{vocab_size} tokens (ids de 0 a {vocab_size - 1}); use tokenizer.vocab_size.",
+        expected = _mean_embedding(weight, input_ids, padding_mask)
+        received = call_answer(
+            mean_embedding,
+            {"weight": weight, "input_ids": input_ids, "padding_mask": padding_mask},
+            where,
+            "Confira os formatos: vetores (b, t, d), máscara (b, t) e contagem (b, 1).",
         )
         expect(
-            module.embedding_dim == embed_dim,
-            f"{where} embedding_dim={module.embedding_dim}; esperava d={embed_dim}.",
+            isinstance(received, Tensor),
+            f"{where}, esperava um tensor; recebi {type(received).__name__}.",
         )
-        expect(
-            module.padding_idx == PAD_ID,
-            f"{where} padding_idx={module.padding_idx}; esperava o id do <pad> "
-            f"(tpt.PAD_ID={PAD_ID}), para que a linha do <pad> não receba gradiente.",
-        )
-        weight = module.weight.detach()  # (|V|, d)
-        others = torch.cat([weight[:PAD_ID], weight[PAD_ID + 1 :]])  # (|V| - 1, d)
-        std, target = float(others.std()), embed_dim**-0.5
-        if not bool((weight[PAD_ID] == 0).all()):
-            drawn = abs(float(weight[PAD_ID].std()) / std - 1) < 0.5
-            expect(
-                False,
-                f"{where} a linha do <pad> (id {PAD_ID}) deveria ser nula; "
+        if tuple(received.shape) == tuple(expected.shape) and bool(received.isnan().any()):
+            rows = received.isnan().any(dim=-1).nonzero().squeeze(1).tolist()
+            empty = (padding_mask.all(dim=-1)).nonzero().squeeze(1).tolist()
+            raise ExerciseError(
+                f"{where}, o resultado tem NaN nas linhas {rows}"
                 + (
-                    "ela foi sorteada junto com as outras. nn.init.normal_ (ou "
-                    "weight.normal_) também sorteia a linha do padding_idx: zere-a de novo, "
-                    "dentro de torch.no_grad(), depois de sortear."
-                    if drawn
-                    else f"recebi {_rounded(weight[PAD_ID][:6])}..."
-                ),
-            )
-        if abs(std - 1.0) < 0.15:
-            expect(
-                False,
-                f"{where} as entradas têm desvio {fmt(std, 3)}: é o N(0, 1) padrão do "
-                f"nn.Embedding. A seção 10 pede N(0, 1/d): desvio 1/√d = {fmt(target, 3)} "
-                "(nn.init.normal_(..., std=embed_dim ** -0.5)).",
-            )
-        if abs(std * embed_dim - 1.0) < 0.15:
-            expect(
-                False,
-                f"{where} as entradas têm desvio {fmt(std, 4)} ≈ 1/d: você passou a "
-                f"variância 1/d como desvio. O desvio de N(0, 1/d) é 1/√d = {fmt(target, 3)}.",
+                    f"; as linhas {empty} só têm <pad> (0 tokens): a divisão por 0 dá NaN. "
+                    "Divida pela contagem com .clamp_min(1): o texto vazio fica com o vetor nulo."
+                    if empty and set(rows) <= set(empty)
+                    else "."
+                )
             )
         expect(
-            abs(std / target - 1.0) < 0.15 and abs(float(others.mean())) < 0.2 * target,
-            f"{where} as entradas (fora do <pad>) têm média {fmt(float(others.mean()), 3)} e "
-            f"desvio {fmt(std, 3)}; esperava média 0 e desvio 1/√d = {fmt(target, 3)}.",
+            received.dtype == weight.dtype,
+            f"{where}, esperava o dtype da tabela ({weight.dtype}); recebi {received.dtype}.",
         )
-        expect(
-            module.weight.requires_grad,
-            f"{where} a tabela está congelada (weight.requires_grad=False): "
-            "nn.Embedding.from_pretrained congela por padrão (use freeze=False), e "
-            "requires_grad_(False) também congela. Os embeddings precisam ser treinados.",
+        expect_close(
+            received,
+            expected,
+            where,
+            atol=_atol(weight.dtype),
+            rtol=1e-5,
+            name="o vetor médio",
+            variants=_mean_variants(weight, input_ids, padding_mask),
         )
-        batch = tokenizer.encode_batch([*texts, texts[0][:3]])
-        input_ids = batch["input_ids"]  # (b, t), com <pad>
-        module.zero_grad()
-        vectors = module(input_ids)  # (b, t, d)
-        expected_shape = (*input_ids.shape, embed_dim)
-        expect(
-            tuple(vectors.shape) == expected_shape,
-            f"{where} um lote (b, t)={tuple(input_ids.shape)} deveria virar "
-            f"{expected_shape}; recebi {tuple(vectors.shape)}.",
+        _expect_finite_gradient(
+            mean_embedding,
+            {"weight": weight, "input_ids": input_ids, "padding_mask": padding_mask},
+            "weight",
+            where,
+            "uma divisão por 0 (um texto só de <pad>) seguida de nan_to_num ou torch.where "
+            "esconde o NaN da saída, mas não do gradiente. Evite a divisão por 0: "
+            "contagem.clamp_min(1).",
         )
-        vectors.sum().backward()
-        grad = module.weight.grad
-        used = input_ids[~batch["padding_mask"]].unique()
-        expect(
-            grad is not None and bool((grad[used].abs().sum(dim=-1) > 0).all()),
-            f"{where} as linhas dos tokens do lote não receberam gradiente: a tabela "
-            "precisa ser um parâmetro treinável (não congele nem desligue o autograd).",
+        check_gradients(
+            mean_embedding,
+            _mean_embedding,
+            {"weight": weight, "input_ids": input_ids, "padding_mask": padding_mask},
+            where,
+            wrt=("weight",),
+            atol=10 * _atol(weight.dtype),
         )
-        expect(
-            bool((grad[PAD_ID] == 0).all()),
-            f"{where} a linha do <pad> recebeu gradiente; com padding_idx=tpt.PAD_ID ela "
-            "não recebe.",
-        )
+    # "Sem laço sobre o lote": uma resposta vetorizada roda as mesmas operações com b = 3 e b = 9.
+    sizes = (3, 9)
+    small, large = op_counts_by_size(
+        mean_embedding,
+        lambda n: _mean_case(torch.Generator().manual_seed(n), n, 6, 11, 4),
+        sizes,
+    )
+    expect(
+        small == large,
+        f"Com lotes de b = {sizes[0]} e b = {sizes[1]} textos, sua função executou {small} e "
+        f"{large} operações do PyTorch: o número cresce com o lote, então há um laço "
+        "(for, map, compreensão ou função auxiliar) sobre os textos. Faça a conta do lote "
+        "inteiro de uma vez, com a máscara (b, t).",
+    )
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: matriz de similaridade de cossenos
+# Exercício 2: matriz de similaridade de cossenos, sem o tensor (n, n, d)
 # --------------------------------------------------------------------------------------
-
-
-def _reference_cosine(vectors: Tensor) -> Tensor:
+def _cosine(vectors: Tensor) -> Tensor:
     unit = F.normalize(vectors, dim=-1)  # (n, d); um vetor nulo continua nulo
     return unit @ unit.T  # (n, n)
 
 
-def _cosine_cases() -> list[Tensor]:
-    generator = torch.Generator().manual_seed(3)
+def _cosine_fixed() -> list[Tensor]:
+    g = torch.Generator().manual_seed(3)
     scales = torch.tensor([[0.5], [2.0], [3.0], [1.0], [4.0]])
-    random5 = torch.randn(5, 8, generator=generator) * scales  # normas bem diferentes
-    with_zero = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    random5 = torch.randn(5, 8, generator=g) * scales  # normas bem diferentes
+    with_zero = torch.randn(4, 6, generator=g, dtype=torch.float64)
     with_zero[1] = 0.0  # como a linha do <pad>
-    opposite = torch.tensor([[1.0, 2.0, 0.0], [-2.0, -4.0, 0.0], [0.0, 0.0, 5.0]])
+    opposite = torch.tensor([[1.0, 2.0, 0.0, 1.0], [-2.0, -4.0, 0.0, -2.0], [0.0, 0.0, 5.0, 0.0]])
     return [random5, opposite, with_zero]
 
 
-_NO_COSINE = (
-    "o exercício pede a conta à mão: normalize cada linha pela sua norma e multiplique, "
-    "sem F.cosine_similarity (nem nn.CosineSimilarity)."
-)
+def _random_vectors(g: torch.Generator) -> Tensor:
+    n = int(torch.randint(3, 10, (1,), generator=g))
+    d = n + int(torch.randint(1, 6, (1,), generator=g))  # d ≠ n: as formas não se confundem
+    scales = torch.rand(n, 1, generator=g) * 5 + 0.1
+    vectors = torch.randn(n, d, generator=g) * scales
+    if bool(torch.rand(1, generator=g) < 0.5):
+        vectors[int(torch.randint(0, n, (1,), generator=g))] = 0.0
+    return vectors
 
 
-@exercise("Exercício 3 (similaridade de cossenos)")
+def _cosine_variants(vectors: Tensor, expected: Tensor) -> list[tuple[str, Tensor]]:
+    zero = vectors.abs().sum(dim=-1) == 0  # (n,)
+    with_one = expected.clone()
+    with_one[zero, :] = 1.0  # o que nan_to_num(nan=1.0) faz com o 0/0 do vetor nulo
+    with_one[:, zero] = 1.0
+    by_column = F.normalize(vectors, dim=0)
+    return [
+        (
+            "são os produtos escalares sem normalizar; divida cada linha pela sua norma.",
+            vectors @ vectors.T,
+        ),
+        (
+            "é o resultado de normalizar as colunas (dim=0); cada vetor é uma linha, "
+            "normalize ao longo de d (dim=-1).",
+            by_column @ by_column.T,
+        ),
+        (
+            "o vetor nulo ficou com similaridade 1 com todos; ele não tem direção e deve "
+            "dar 0 com todos, inclusive consigo. Trocar o NaN por outro número esconde o "
+            "0/0; dividir por norma.clamp_min(1e-12) o evita e mantém o vetor nulo nulo.",
+            with_one,
+        ),
+    ]
+
+
+@exercise("Exercício 2 (similaridade de cossenos sem o tensor (n, n, d))")
 def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
     """``cosine_matrix(vectors (n, d)) -> (n, n)``; vetor nulo -> similaridade 0."""
-    expect(
-        not references(cosine_matrix, "cosine_similarity")
-        and not references(cosine_matrix, "CosineSimilarity")
-        and not refers_to(cosine_matrix, F.cosine_similarity, nn.CosineSimilarity),
-        _NO_COSINE,
-    )
-    for vectors in _cosine_cases():
-        expected = _reference_cosine(vectors)
-        n = vectors.shape[0]
+    g, seed = case_generator()
+    cases = [(v, None) for v in _cosine_fixed()]
+    cases += [(_random_vectors(g), seed) for _ in range(8)]
+    for vectors, case_seed in cases:
+        n, d = vectors.shape
         zero_rows = (vectors.abs().sum(dim=-1) == 0).nonzero().squeeze(1).tolist()
-        where = f"para vectors de formato {tuple(vectors.shape)}" + (
-            f" (a linha {zero_rows[0]} é nula)" if zero_rows else ""
+        where = (
+            f"Para vectors (n, d) = ({n}, {d})"
+            + (f" com a linha {zero_rows[0]} nula" if zero_rows else "")
+            + _seed_note(case_seed)
         )
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(forbid(F, "cosine_similarity", _NO_COSINE))
-            stack.enter_context(forbid(torch, "cosine_similarity", _NO_COSINE))
-            stack.enter_context(forbid(nn, "CosineSimilarity", _NO_COSINE))
-            received = _call(
+        expected = _cosine(vectors)
+        with record_ops() as ops:
+            received = call_answer(
                 cosine_matrix,
+                {"vectors": vectors},
                 where,
-                "Confira os formatos: normas (n, 1) com keepdim=True, unit (n, d) e unit @ unit.T "
-                "(d, n) para chegar a (n, n).",
-                vectors.clone(),
+                "Confira os formatos: normas (n, 1) com keepdim=True, vetores unitários "
+                "(n, d) e unit @ unit.T para chegar a (n, n).",
             )
+        big = ops.materialized((n, n, d))
+        expect(
+            not big,
+            f"{where}, sua função criou um tensor (n, n, d) = ({n}, {n}, {d}) (pela "
+            f"operação {', '.join(sorted(big))}): é o que a comparação de todos contra todos "
+            "por broadcasting faz (F.cosine_similarity(v[:, None], v[None, :]) também). "
+            "Com um vocabulário grande ele não cabe na memória; normalize as linhas e use "
+            "um produto de matrizes, (n, d) @ (d, n).",
+        )
         expect(
             isinstance(received, Tensor),
-            f"{where} esperava um tensor; recebi {type(received).__name__}.",
+            f"{where}, esperava um tensor; recebi {type(received).__name__}.",
+        )
+        if tuple(received.shape) == (n, n) and bool(received.isnan().any()):
+            only_zero = all(  # os NaN estão todos na linha ou na coluna de um vetor nulo?
+                i in zero_rows or j in zero_rows for i, j in received.isnan().nonzero().tolist()
+            )
+            raise ExerciseError(
+                f"{where}, o resultado tem NaN"
+                + (
+                    f": só nos pares com o vetor nulo (linha {zero_rows[0]}), que tem norma 0; "
+                    "a divisão vira 0/0. Divida por norma.clamp_min(1e-12): a similaridade "
+                    "com um vetor nulo deve dar 0."
+                    if zero_rows and only_zero
+                    else "."
+                )
+            )
+        expect_close(
+            received,
+            expected.to(received.dtype),
+            where,
+            # a tolerância do tipo menos preciso entre a entrada e a resposta
+            atol=10 * max(_atol(vectors.dtype), _atol(received.dtype)),
+            name="o resultado",
+            variants=_cosine_variants(vectors, expected),
+        )
+        if not zero_rows:  # o gradiente de um vetor nulo depende da receita; fora dele, não
+            check_gradients(cosine_matrix, _cosine, {"vectors": vectors}, where, atol=1e-4)
+        else:  # com um vetor nulo, o gradiente pode variar com a receita, mas não ser NaN
+            _expect_finite_gradient(
+                cosine_matrix,
+                {"vectors": vectors},
+                "vectors",
+                where,
+                "a divisão 0/0 do vetor nulo, trocada depois por 0 (nan_to_num ou "
+                "torch.where), some da saída, mas não do gradiente. Evite a divisão por 0: "
+                "norma.clamp_min(1e-12).",
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 3: os vizinhos mais próximos de cada token
+# --------------------------------------------------------------------------------------
+def _similarities(weight: Tensor, token_ids: Tensor) -> Tensor:
+    """Cossenos ``(n, |V|)`` de cada token pedido com todos, sem ele mesmo e sem o <pad>."""
+    unit = F.normalize(weight, dim=-1)  # (|V|, d)
+    sims = unit[token_ids] @ unit.T  # (n, |V|)
+    sims[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    sims[:, PAD_ID] = float("-inf")
+    return sims
+
+
+def _nearest(weight: Tensor, token_ids: Tensor, k: int) -> Tensor:
+    return _similarities(weight, token_ids).topk(k, dim=-1).indices  # (n, k)
+
+
+def _nearest_case(
+    g: torch.Generator, vocab: int, d: int, n: int, k: int, pad_zero: bool
+) -> tuple[Tensor, Tensor, int]:
+    norms = torch.rand(vocab, 1, generator=g) * 4 + 0.2  # normas bem diferentes
+    weight = F.normalize(torch.randn(vocab, d, generator=g), dim=-1) * norms  # (|V|, d)
+    if pad_zero:
+        weight[PAD_ID] = 0.0  # como o padding_idx deixa
+    else:
+        weight[PAD_ID] = weight[1:].mean(dim=0) * 5  # perto de todos: apareceria no topo
+    token_ids = torch.randperm(vocab - 1, generator=g)[:n] + 1  # (n,), sem o <pad>
+    return weight, token_ids, k
+
+
+_NEAREST_FIXED = [  # (|V|, d, n, k, linha do <pad> nula?)
+    (12, 3, 4, 3, True),
+    (10, 4, 3, 2, False),
+    (7, 2, 6, 5, True),
+]
+
+
+def _nearest_variants(weight: Tensor, token_ids: Tensor, k: int) -> list[tuple[str, Tensor]]:
+    unit = F.normalize(weight, dim=-1)
+    raw = unit[token_ids] @ unit.T  # (n, |V|)
+    no_self = raw.clone()
+    no_self[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    no_pad = raw.clone()
+    no_pad[:, PAD_ID] = float("-inf")
+    dots = weight[token_ids] @ weight.T
+    dots[torch.arange(len(token_ids)), token_ids] = float("-inf")
+    dots[:, PAD_ID] = float("-inf")
+    zeroed = raw.clone()
+    zeroed[torch.arange(len(token_ids)), token_ids] = 0.0
+    zeroed[:, PAD_ID] = 0.0
+    return [
+        (
+            "o <pad> entrou na lista: tire a coluna do PAD_ID antes do topk.",
+            no_self.topk(k).indices,
+        ),
+        (
+            "cada token apareceu como vizinho de si mesmo (cosseno 1): tire-o antes do topk.",
+            no_pad.topk(k).indices,
+        ),
+        (
+            "é a ordem dos produtos escalares, sem normalizar: aqui as linhas têm normas "
+            "diferentes, e o cosseno olha só a direção.",
+            dots.topk(k).indices,
+        ),
+        (
+            "o próprio token e o <pad> foram 'tirados' com similaridade 0, mas 0 ganha dos "
+            "cossenos negativos; use -inf.",
+            zeroed.topk(k).indices,
+        ),
+        (
+            "estão em ordem crescente de similaridade; a lista começa pelo mais parecido.",
+            _nearest(weight, token_ids, k).flip(-1),
+        ),
+    ]
+
+
+@exercise("Exercício 3 (os vizinhos mais próximos de cada token)")
+def check_nearest_tokens(nearest_tokens: Callable[[Tensor, Tensor, int], Tensor]) -> None:
+    """``nearest_tokens(weight (|V|, d), token_ids (n,), k) -> (n, k)`` ids, do mais parecido."""
+    g, seed = case_generator()
+    cases = [
+        (*_nearest_case(torch.Generator().manual_seed(i), *shape), None)
+        for i, shape in enumerate(_NEAREST_FIXED)
+    ]
+    for _ in range(8):
+        vocab = int(torch.randint(6, 25, (1,), generator=g))
+        d = int(torch.randint(2, 6, (1,), generator=g))
+        n = int(torch.randint(1, vocab - 1, (1,), generator=g))
+        k = int(torch.randint(1, vocab - 2, (1,), generator=g))
+        pad_zero = bool(torch.rand(1, generator=g) < 0.5)
+        cases.append((*_nearest_case(g, vocab, d, n, k, pad_zero), seed))
+    for weight, token_ids, k, case_seed in cases:
+        n = len(token_ids)
+        where = (
+            f"Para weight {tuple(weight.shape)}, token_ids={token_ids.tolist()} e k={k}"
+            + _seed_note(case_seed)
+        )
+        received = call_answer(
+            nearest_tokens,
+            {"weight": weight, "token_ids": token_ids, "k": k},
+            where,
+            "Confira os formatos: similaridades (n, |V|) e topk(k, dim=-1).",
         )
         expect(
-            tuple(received.shape) == (n, n),
-            f"{where} esperava formato ({n}, {n}) (um valor por par de vetores); recebi "
-            f"{_shape(received)}.",
+            isinstance(received, Tensor) and not received.is_floating_point(),
+            f"{where}, esperava um tensor de ids inteiros; recebi "
+            + (f"{received.dtype}." if isinstance(received, Tensor) else type(received).__name__),
         )
         expect(
-            not bool(torch.isnan(received).any()),
-            f"{where} o resultado tem NaN: um vetor nulo tem norma 0 e a divisão vira 0/0. "
-            "Divida por norma.clamp_min(1e-12) (ou use F.normalize, que tem um eps); a "
-            "similaridade com um vetor nulo deve dar 0.",
+            tuple(received.shape) == (n, k),
+            f"{where}, esperava (n, k) = ({n}, {k}); recebi {tuple(received.shape)}.",
         )
-        received = received.to(expected.dtype)
-        if zero_rows:
-            i = zero_rows[0]
-            row_ok = _close(received[i], expected[i]) and _close(received[:, i], expected[:, i])
-            expect(
-                row_ok,
-                f"{where} o vetor nulo (linha {i}) deve ter similaridade 0 com todos, "
-                f"inclusive com ele mesmo; recebi S[{i}] = {_rounded(received[i])}. Trocar o "
-                "NaN por outro número (nan_to_num(nan=1.0), por exemplo) esconde o 0/0 em vez "
-                "de evitá-lo: divida por norma.clamp_min(1e-12), e o vetor nulo continua nulo.",
-            )
-        else:
-            diagonal = torch.diagonal(received)
-            expect(
-                torch.allclose(diagonal, torch.ones(n, dtype=expected.dtype), atol=1e-4),
-                f"{where} a diagonal deveria ser 1 (cada vetor com ele mesmo: cos 0 = 1); "
-                f"recebi {_rounded(diagonal)}. Você normalizou cada vetor pela sua norma, "
-                "ao longo de d (dim=-1)?",
-            )
-        if not _close(received, expected):
-            bad = ((received - expected).abs() > 1e-4).nonzero()
-            i, j = (int(v) for v in bad[0])
-            expect(
-                False,
-                f"{where} S[{i}, {j}] deveria ser {fmt(float(expected[i, j]), 4)} (cosseno "
-                f"entre as linhas {i} e {j}); recebi {fmt(float(received[i, j]), 4)}. "
-                "Normalize cada linha (dim=-1) e faça unit @ unit.T.",
-            )
+        expected = _nearest(weight, token_ids, k)
+        if torch.equal(received, expected):
+            continue
+        sims = _similarities(weight, token_ids)  # (n, |V|)
+        valid = bool(((received >= 0) & (received < len(weight))).all())
+        if valid:  # empates por arredondamento: vale quem tem a mesma similaridade
+            got = sims.gather(1, received.long())
+            want = sims.gather(1, expected)
+            if bool(torch.isfinite(got).all()) and float((got - want).abs().max()) <= 1e-5:
+                continue
+        message = f"{where}, esperava {expected.tolist()}, recebi {received.tolist()}"
+        for diagnosis, wrong in _nearest_variants(weight, token_ids, k):
+            if not torch.equal(wrong, expected) and torch.equal(received, wrong):
+                raise ExerciseError(f"{message}: {diagnosis}")
+        raise ExerciseError(message + ".")
+    sizes = (2, 6)
+    small, large = op_counts_by_size(
+        nearest_tokens,
+        lambda m: _nearest_case(torch.Generator().manual_seed(m), 12, 3, m, 3, True),
+        sizes,
+    )
+    expect(
+        small == large,
+        f"Com {sizes[0]} e {sizes[1]} tokens pedidos, sua função executou {small} e {large} "
+        "operações do PyTorch: o número cresce com n, então algo roda uma vez por token "
+        "(for, map, compreensão ou função auxiliar). Calcule as similaridades de todos de "
+        "uma vez, (n, d) @ (d, |V|).",
+    )

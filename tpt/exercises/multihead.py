@@ -1,29 +1,28 @@
 """Conferências dos exercícios de notebooks/04_atencao_multicabeca.ipynb.
 
-Três exercícios, na ordem do notebook. O notebook escreve a atenção multicabeça
-comum passo a passo; os exercícios pedem o que ele só descreve, a atenção com
-consultas agrupadas (GQA, ``num_kv_heads < num_heads``):
+Os exercícios, na ordem do notebook:
 
-1. :func:`check_repeat_kv`: repetir as ``h_kv`` cabeças de chaves (ou valores)
-   ``(b, h_kv, s, d_h)`` para ``(b, h, s, d_h)``, de modo que a cabeça de consulta ``i``
-   use a cabeça de K/V ``i // (h / h_kv)``; **sem laços**;
-2. :func:`check_gqa_forward`: a atenção multicabeça inteira de um
-   ``tpt.MultiHeadAttention`` com GQA (inclusive com ``t != s``), com **uma** chamada de
-   atenção para todas as cabeças, sem laços e sem chamar o módulo (``mha(...)``);
-3. :func:`check_num_parameters`: o número de parâmetros de
-   ``tpt.MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias)`` **sem
-   construir** o módulo (nem camadas ``nn.Linear``).
+1. :func:`check_head_contributions`: a parte da saída de um ``tpt.MultiHeadAttention``
+   que vem de cada cabeça, ``(b, h, t, d)``, com a fatia certa de ``W^O`` para cada uma;
+   todas as cabeças de uma vez;
+2. :func:`check_gqa_forward`: a atenção com consultas agrupadas (GQA) escrita a partir de
+   ``mha.project_qkv`` e ``mha.out_proj``, sem o ``forward`` pronto, com todas as cabeças
+   de uma vez e com os gradientes do módulo;
+3. :func:`check_attention_flops`: os FLOPs de ``mha(query, key_value, need_weights=True)``
+   como fórmula de ``b``, ``t``, ``s``, ``d``, ``h`` e ``h_kv``, conferida contra o
+   ``FlopCounterMode`` em configurações sorteadas.
 
-Cada conferência compara a resposta do aluno com o próprio ``tpt`` e diz, em
-português, qual entrada falhou, o que era esperado e o que veio. As regras dos
-enunciados são verificadas: o bytecode da função (laços, nomes usados) e chamadas
-contadas ou proibidas durante a conferência.
+As regras valem pelo que roda: operações ATen gravadas (:mod:`tpt.exercises.rules`) e,
+para "sem o módulo pronto", as funções Python executadas durante a chamada. As entradas do
+aluno são as de verdade e são conferidas depois (:mod:`tpt.exercises.guards`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import numbers
+import sys
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -31,409 +30,496 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.utils.flop_counter import FlopCounterMode
 
-import tpt
 import tpt.attention
 from tpt.attention import MultiHeadAttention
-from tpt.exercises import ExerciseError, exercise, expect, forbid, references, uses_loops
+from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
+from tpt.exercises.guards import call_answer, case_generator, check_gradients
+from tpt.exercises.rules import op_counts_by_size, record_ops
 from tpt.numfmt import fmt
 
-__all__ = ["check_repeat_kv", "check_gqa_forward", "check_num_parameters"]
+__all__ = ["check_head_contributions", "check_gqa_forward", "check_attention_flops"]
 
 
-def _shape(value: Any) -> str:
-    return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
+def _module(
+    d: int, h: int, h_kv: int | None = None, bias: bool = True, seed: int = 0
+) -> MultiHeadAttention:
+    """Um ``tpt.MultiHeadAttention`` sorteado sem mexer no gerador global do aluno."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return MultiHeadAttention(d, h, h_kv, bias=bias).eval()
 
 
-def _max_diff(a: Tensor, b: Tensor) -> str:
-    return fmt((a.double() - b.double()).abs().max().item(), sci=True)
+def _split(x: Tensor, heads: int, d_h: int) -> Tensor:
+    """``(b, n, heads * d_h)`` -> ``(b, heads, n, d_h)``."""
+    b, n = x.shape[:2]
+    return x.view(b, n, heads, d_h).transpose(1, 2)
 
 
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return text[0] if text else ""
+def _heads(
+    query: Tensor,
+    key_value: Tensor,
+    mha: MultiHeadAttention,
+    *,
+    tiled: bool = False,
+    scale: float | None = None,
+) -> Tensor:
+    """Passos 1 a 4 com GQA: a saída de cada cabeça, ``(b, h, t, d_h)``."""
+    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
+    q, k, v = mha.project_qkv(query, key_value)  # (b, t, d), 2 x (b, s, d_kv)
+    q, k, v = _split(q, h, d_h), _split(k, h_kv, d_h), _split(v, h_kv, d_h)
+    group = h // h_kv
+    if tiled:  # o erro típico: cópias intercaladas (0, 1, 0, 1...)
+        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    else:
+        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    out, _ = tpt.attention.scaled_dot_product_attention(q, k, v, scale=scale)
+    return out  # (b, h, t, d_h)
 
 
-def _explain(err: Exception, where: str, hint: str) -> ExerciseError:
-    original = _first_line(err)
-    detail = f" (mensagem original: {original})" if original else ""
-    return ExerciseError(f"{where}, sua função levantou {type(err).__name__}. {hint}{detail}")
+def _expect_tensor(where: str, received: Any, shape: tuple[int, ...], meaning: str) -> None:
+    expect(
+        isinstance(received, Tensor),
+        f"{where}, esperava um tensor; recebi {type(received).__name__}.",
+    )
+    expect(
+        tuple(received.shape) == shape,
+        f"{where}, esperava a forma {shape} = {meaning}; recebi {tuple(received.shape)}.",
+    )
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 1: repetir as cabeças de K/V (GQA)
-# --------------------------------------------------------------------------------------
+# ======================================================================================
+# Exercício 1: a contribuição de cada cabeça
+# ======================================================================================
+def _contributions(x: Tensor, mha: MultiHeadAttention) -> Tensor:
+    heads = _heads(x, x, mha)  # (b, h, t, d_h)
+    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
+    w_o = mha.out_proj.weight.view(d, h, d_h)  # (d saída, h, d_h): colunas de cada cabeça
+    return torch.einsum("bhtk,ohk->bhto", heads, w_o)  # (b, h, t, d)
 
-# (b, h_kv, s, d_h, h): MHA (h_kv = h), GQA e MQA (h_kv = 1).
-_REPEAT_CASES: list[tuple[int, int, int, int, int]] = [
-    (1, 2, 3, 4, 4),
-    (2, 2, 5, 3, 8),
-    (1, 3, 4, 2, 6),
-    (2, 1, 3, 4, 4),
-    (1, 4, 2, 3, 4),
+
+def _contribution_variants(x: Tensor, mha: MultiHeadAttention) -> list[tuple[str, Tensor]]:
+    heads = _heads(x, x, mha)  # (b, h, t, d_h)
+    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
+    weight = mha.out_proj.weight  # (d saída, d entrada)
+    right = _contributions(x, mha)
+    variants = [
+        (
+            "usou as linhas i·d_h:(i+1)·d_h de out_proj.weight. No nn.Linear, weight tem forma "
+            "(saída, entrada) e calcula x Wᵀ: a cabeça i entra pelas colunas "
+            "out_proj.weight[:, i·d_h:(i+1)·d_h].",
+            torch.einsum("bhtk,hko->bhto", heads, weight.view(h, d_h, d)),
+        ),
+        (
+            "usou colunas intercaladas de out_proj.weight; as colunas da cabeça i são "
+            "vizinhas, i·d_h:(i+1)·d_h (o mesmo view(b, t, h, d_h) do passo 2).",
+            torch.einsum("bhtk,okh->bhto", heads, weight.view(d, d_h, h)),
+        ),
+    ]
+    bias = mha.out_proj.bias
+    if bias is not None:
+        variants += [
+            (
+                "cada cabeça recebeu o viés de out_proj inteiro; o viés é somado uma vez só, "
+                "fora das contribuições (a soma das cabeças + out_proj.bias dá a saída).",
+                right + bias,
+            ),
+            (
+                "o viés de out_proj foi repartido entre as cabeças (out_proj.bias / h); o "
+                "enunciado deixa o viés fora das contribuições.",
+                right + bias / h,
+            ),
+        ]
+    return variants
+
+
+# (b, t, d, h, bias): uma cabeça, várias, sem viés.
+_CONTRIBUTION_CASES = [
+    (1, 4, 8, 2, True),
+    (2, 5, 12, 3, False),
+    (1, 3, 8, 1, True),
+    (2, 6, 16, 4, True),
 ]
 
 
-def _reference_repeat(kv: Tensor, num_heads: int) -> Tensor:
-    return kv.repeat_interleave(num_heads // kv.shape[1], dim=1)  # (b, h, s, d_h)
-
-
-@exercise("Exercício 1 (repetir as cabeças de chave e valor)")
-def check_repeat_kv(repeat_kv: Callable[[Tensor, int], Tensor]) -> None:
-    """``repeat_kv(kv (b, h_kv, s, d_h), num_heads) -> (b, h, s, d_h)``, sem laços."""
-    expect(
-        not uses_loops(repeat_kv),
-        "sua função usa um laço (for, while ou compreensão de lista). O exercício pede a "
-        "repetição sem laços, com uma operação de tensores sobre o eixo das cabeças.",
-    )
-    generator = torch.Generator().manual_seed(4)
-    for b, h_kv, s, d_h, h in _REPEAT_CASES:
-        kv = torch.randn(b, h_kv, s, d_h, generator=generator)
-        expected = _reference_repeat(kv, h)
-        where = f"para kv de forma {(b, h_kv, s, d_h)} e num_heads={h}"
-        try:
-            received = repeat_kv(kv.clone(), h)
-        except (NotImplementedError, ExerciseError):
-            raise
-        except Exception as err:
-            raise _explain(
-                err,
-                where,
-                f"Cada uma das {h_kv} cabeças de K/V deve aparecer h / h_kv = {h // h_kv} "
-                "vezes seguidas no eixo 1 (o das cabeças).",
-            ) from None
-        expect(
-            isinstance(received, Tensor),
-            f"{where}, esperava um tensor; recebi {type(received).__name__}.",
+def _contribution_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[int, ...]]]:
+    cases = [
+        (
+            f"para x {(b, t, d)} e num_heads={h}" + ("" if bias else ", bias=False"),
+            (b, t, d, h, bias),
         )
-        if tuple(received.shape) != (b, h, s, d_h):
-            hint = ""
-            if tuple(received.shape) == (b, h_kv, s * (h // h_kv), d_h) and h != h_kv:
-                hint = " Você repetiu ao longo do eixo das posições (dim=2); repita no eixo 1."
-            expect(
-                False,
-                f"{where}, esperava a forma {(b, h, s, d_h)} = (b, h, s, d_h); recebi "
-                f"{_shape(received)}.{hint}",
+        for b, t, d, h, bias in _CONTRIBUTION_CASES
+    ]
+    for _ in range(2):
+        b, t, d_h, h = (int(n) for n in torch.randint(1, 6, (4,), generator=g))
+        bias = bool(torch.randint(2, (1,), generator=g))
+        cases.append(
+            (
+                f"num caso sorteado (semente {seed}): x {(b, t, h * d_h)}, num_heads={h}",
+                (b, t, h * d_h, h, bias),
             )
-        if torch.equal(received, expected):
-            continue
-        group = h // h_kv
-        tiled = kv.repeat(1, group, 1, 1)  # cabeça i usa i % h_kv: a ordem errada
-        expect(
-            not torch.equal(received, tiled),
-            f"{where}, a forma está certa, mas a ordem não: com kv.repeat a cabeça de consulta i "
-            f"usa a cabeça de K/V i % h_kv (as cópias se intercalam: 0, 1, 0, 1...). No GQA as "
-            f"{group} cabeças de consulta vizinhas compartilham a mesma cabeça de K/V "
-            "(0, 0, 1, 1...): a cabeça i usa i // (h / h_kv). Veja repeat_interleave.",
         )
-        bad = next(i for i in range(h) if not torch.equal(received[:, i], expected[:, i]))
-        expect(
-            False,
-            f"{where}, a cabeça de consulta {bad} deveria usar a cabeça de K/V "
-            f"{bad} // {group} = {bad // group}; a diferença máxima nessa cabeça é "
-            f"{_max_diff(received[:, bad], expected[:, bad])}.",
-        )
+    return cases
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 2: a atenção multicabeça com GQA, em lote
-# --------------------------------------------------------------------------------------
+@exercise("Exercício 1 (a contribuição de cada cabeça)")
+def check_head_contributions(
+    head_contributions: Callable[[Tensor, MultiHeadAttention], Tensor],
+) -> None:
+    """``head_contributions(x (b, t, d), mha) -> (b, h, t, d)``.
+
+    A contribuição da cabeça ``i`` é a saída dela multiplicada pela fatia de ``W^O`` que a
+    lê (as colunas ``i·d_h:(i+1)·d_h`` de ``out_proj.weight``), sem o viés: a soma das
+    contribuições mais ``out_proj.bias`` é ``mha(x)[0]``. Regras: o número de operações
+    não cresce com ``h`` (todas as cabeças de uma vez); ``x`` e ``mha`` ficam intactos.
+    """
+    g, seed = case_generator()
+    for index, (where, (b, t, d, h, bias)) in enumerate(_contribution_cases(g, seed)):
+        mha = _module(d, h, bias=bias, seed=index)
+        x = torch.randn(b, t, d, generator=g)
+        received = call_answer(
+            head_contributions,
+            {"x": x, "mha": mha},
+            where,
+            "A saída de cada cabeça tem forma (b, h, t, d_h); a fatia de W^O de cada uma, "
+            "(d, d_h).",
+        )
+        _expect_tensor(where, received, (b, h, t, d), "(b, h, t, d)")
+        with torch.no_grad():
+            expected = _contributions(x, mha)
+            variants = _contribution_variants(x, mha)
+        variants = [
+            (diag, wrong)
+            for diag, wrong in variants
+            if float((wrong - expected).abs().max()) > 1e-4
+        ]
+        expect_close(received, expected, where, atol=1e-5, name="o resultado", variants=variants)
+
+    def make_args(h: int) -> tuple[Tensor, MultiHeadAttention]:
+        return torch.randn(2, 3, 4 * h, generator=g), _module(4 * h, h)
+
+    def answer(x: Tensor, mha: MultiHeadAttention) -> Any:
+        return call_answer(head_contributions, {"x": x, "mha": mha}, "Na contagem de operações")
+
+    small, large = op_counts_by_size(answer, make_args, (2, 8))
+    expect(
+        small == large,
+        f"com 2 cabeças sua função executou {small} operações do PyTorch, e com 8 cabeças "
+        f"{large}: o número cresce com h, então há um laço sobre as cabeças (for, map, "
+        "compreensão ou função auxiliar). O exercício pede todas de uma vez.",
+    )
+
+
+# ======================================================================================
+# Exercício 2: a atenção com consultas agrupadas, em lote
+# ======================================================================================
+@contextlib.contextmanager
+def _python_functions_run() -> Iterator[set[types.CodeType]]:
+    """O código de cada função Python executada no bloco (``sys.setprofile``).
+
+    # GENÉRICO: regras do tipo "não use o módulo pronto" pelo que roda: uma função é
+    # reconhecida pelo seu código, qualquer que seja o nome por que foi chamada (apelido,
+    # argumento padrão, ``functools.partial``, ``Classe.forward(mha, ...)``, ``mha(...)``).
+    """
+    seen: set[types.CodeType] = set()
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+# As etapas prontas que fariam o exercício pelo aluno (o tpt e o PyTorch).
+_READY_MADE = {
+    MultiHeadAttention.forward.__code__: "MultiHeadAttention.forward (mha(...))",
+    MultiHeadAttention._attend.__code__: "MultiHeadAttention._attend",
+    MultiHeadAttention._expand_kv_heads.__code__: "MultiHeadAttention._expand_kv_heads",
+    MultiHeadAttention._split_heads.__code__: "MultiHeadAttention._split_heads",
+    tpt.attention._fused_attention.__code__: "tpt.attention._fused_attention",
+    nn.MultiheadAttention.forward.__code__: "nn.MultiheadAttention",
+    F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward",
+}
+
+
+def _gqa_reference(query: Tensor, key_value: Tensor, mha: MultiHeadAttention) -> Tensor:
+    return mha(query, key_value)[0]  # (b, t, d)
+
+
+def _gqa_variants(
+    query: Tensor, key_value: Tensor, mha: MultiHeadAttention
+) -> list[tuple[str, Tensor]]:
+    b, t, d = query.shape
+
+    def finish(heads: Tensor) -> Tensor:
+        return mha.out_proj(heads.transpose(1, 2).reshape(b, t, d))
+
+    variants = [
+        (
+            "falta a projeção final W^O: a saída é a concatenação das cabeças. Aplique "
+            "mha.out_proj no fim.",
+            _heads(query, key_value, mha).transpose(1, 2).reshape(b, t, d),
+        ),
+        (
+            "a escala usada foi 1/√d, e não 1/√d_h: o d_k da fórmula é a largura de uma cabeça.",
+            finish(_heads(query, key_value, mha, scale=1 / math.sqrt(d))),
+        ),
+        (
+            "as cabeças de K/V foram repetidas na ordem errada: com repeat as cópias se "
+            "intercalam (0, 1, 0, 1...), e a cabeça de consulta i usa a de K/V i % h_kv. No "
+            "GQA a cabeça i usa a de K/V i // (h / h_kv) (repeat_interleave).",
+            finish(_heads(query, key_value, mha, tiled=True)),
+        ),
+    ]
+    if key_value is not query:
+        variants.append(
+            (
+                "K e V saíram de query: na atenção cruzada eles vêm de key_value "
+                "(mha.project_qkv(query, key_value)).",
+                finish(_heads(query, query, mha)),
+            )
+        )
+    return variants
+
 
 # (b, t, s, d, h, h_kv, bias): autoatenção e atenção cruzada (t != s); MHA, GQA e MQA.
-_FORWARD_CASES: list[tuple[int, int, int, int, int, int, bool]] = [
+_GQA_CASES = [
     (1, 5, 5, 8, 2, 2, True),
     (2, 4, 6, 16, 4, 2, True),
     (1, 6, 3, 24, 6, 3, True),
     (2, 3, 7, 16, 8, 1, True),
     (1, 4, 4, 12, 4, 2, False),
 ]
-# float32: o caminho rápido do tpt e o caminho explícito do aluno diferem por ~1e-7.
-_FORWARD_ATOL = 1e-5
-
-# Etapas internas de MultiHeadAttention.forward que fariam o exercício pelo aluno.
-_MODULE_STEPS = ("_split_heads", "_expand_kv_heads", "_attend")
-
-_ATTENTION_OWNERS = (
-    (tpt, "scaled_dot_product_attention"),
-    (tpt.attention, "scaled_dot_product_attention"),
-    (F, "scaled_dot_product_attention"),
-)
 
 
-@contextlib.contextmanager
-def _count_attention_calls(fn: Callable[..., Any]) -> Iterator[list[int]]:
-    """Conta as chamadas de atenção (do tpt ou do PyTorch) feitas durante o bloco.
-
-    Conta também apelidos no notebook do aluno (``from tpt import
-    scaled_dot_product_attention`` antes da função).
-    """
-    calls = [0]
-    originals = {id(getattr(owner, name)) for owner, name in _ATTENTION_OWNERS}
-    patched: list[tuple[Any, str, Any]] = []
-
-    def wrap(original: Callable[..., Any]) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls[0] += 1
-            return original(*args, **kwargs)
-
-        return counted
-
-    student = getattr(fn, "__wrapped__", fn)
-    student_globals = getattr(student, "__globals__", {})
-    cells = [cell for cell in getattr(student, "__closure__", None) or ()
-             if _cell_value(cell) is not None and id(_cell_value(cell)) in originals]
-    targets: list[tuple[Any, str]] = list(_ATTENTION_OWNERS)
-    targets += [
-        (student_globals, key) for key, value in list(student_globals.items())
-        if id(value) in originals
-    ]
-    try:
-        for owner, name in targets:
-            if isinstance(owner, dict):
-                original = owner[name]
-                owner[name] = wrap(original)
-            else:
-                original = getattr(owner, name)
-                setattr(owner, name, wrap(original))
-            patched.append((owner, name, original))
-        for cell in cells:  # apelidos capturados por uma função interna
-            original = cell.cell_contents
-            cell.cell_contents = wrap(original)
-            patched.append((cell, "", original))
-        yield calls
-    finally:
-        for owner, name, original in reversed(patched):
-            if isinstance(owner, dict):
-                owner[name] = original
-            elif isinstance(owner, types.CellType):
-                owner.cell_contents = original
-            else:
-                setattr(owner, name, original)
-
-
-def _cell_value(cell: types.CellType) -> Any:
-    try:
-        return cell.cell_contents
-    except ValueError:  # célula ainda vazia
-        return None
-
-
-def _module(d: int, h: int, h_kv: int, bias: bool) -> MultiHeadAttention:
-    with torch.random.fork_rng(devices=[]):  # não mexe no gerador global do aluno
-        torch.manual_seed(100 * d + 10 * h + h_kv)
-        return MultiHeadAttention(d, h, h_kv, bias=bias).eval()
-
-
-def _alternative(query: Tensor, key_value: Tensor, mha: MultiHeadAttention, *, tiled: bool,
-                 out_proj: bool) -> Tensor:
-    """A conta do aluno com um erro típico: K/V repetidos com ``repeat`` ou sem ``W_O``."""
-    b, t, d = query.shape
-    s = key_value.shape[1]
-    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q, k, v = mha.project_qkv(query, key_value)  # (b, t, d), (b, s, d_kv), (b, s, d_kv)
-    q = q.view(b, t, h, d_h).transpose(1, 2)  # (b, h, t, d_h)
-    k = k.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
-    v = v.view(b, s, h_kv, d_h).transpose(1, 2)  # (b, h_kv, s, d_h)
-    group = h // h_kv
-    if tiled:
-        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)  # (b, h, s, d_h)
-    else:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    out, _ = tpt.attention.scaled_dot_product_attention(q, k, v)  # (b, h, t, d_h)
-    out = out.transpose(1, 2).reshape(b, t, d)  # (b, t, d)
-    return mha.out_proj(out) if out_proj else out
+def _gqa_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
+    cases = []
+    for b, t, s, d, h, h_kv, bias in _GQA_CASES:
+        kind = "autoatenção" if t == s else "atenção cruzada"
+        cases.append(
+            (
+                f"em {kind} com query {(b, t, d)}, key_value {(b, s, d)}, num_heads={h}, "
+                f"num_kv_heads={h_kv}" + ("" if bias else ", bias=False"),
+                (b, t, s, d, h, h_kv, bias),
+            )
+        )
+    for _ in range(2):
+        h_kv, group, d_h, b, t, s = (int(n) for n in torch.randint(1, 5, (6,), generator=g))
+        h = h_kv * group
+        bias = bool(torch.randint(2, (1,), generator=g))
+        cases.append(
+            (
+                f"num caso sorteado (semente {seed}): query {(b, t, h * d_h)}, key_value "
+                f"{(b, s, h * d_h)}, num_heads={h}, num_kv_heads={h_kv}",
+                (b, t, s, h * d_h, h, h_kv, bias),
+            )
+        )
+    return cases
 
 
 @exercise("Exercício 2 (atenção com consultas agrupadas)")
-def check_gqa_forward(
-    gqa_forward: Callable[[Tensor, Tensor, MultiHeadAttention], Tensor],
-) -> None:
+def check_gqa_forward(gqa_forward: Callable[[Tensor, Tensor, MultiHeadAttention], Tensor]) -> None:
     """``gqa_forward(query (b, t, d), key_value (b, s, d), mha) -> (b, t, d)``.
 
-    Deve dar o mesmo que ``mha(query, key_value)[0]``, com uma chamada de atenção para
-    todas as cabeças, sem laços e sem chamar ``mha`` (nem ``mha.forward``).
+    Deve dar ``mha(query, key_value)[0]``. Regras: nenhuma etapa pronta do módulo roda
+    (``forward``, ``_attend``, ``_expand_kv_heads``, ``_split_heads``, nem
+    ``nn.MultiheadAttention``); o número de operações não cresce com ``h``; as entradas
+    ficam intactas; os gradientes (das entradas e dos pesos do módulo) são os do módulo.
     """
+    g, seed = case_generator()
+    for index, (where, (b, t, s, d, h, h_kv, bias)) in enumerate(_gqa_cases(g, seed)):
+        mha = _module(d, h, h_kv, bias=bias, seed=index)
+        query = torch.randn(b, t, d, generator=g)
+        key_value = query if (t == s and index % 2 == 0) else torch.randn(b, s, d, generator=g)
+        with _python_functions_run() as ran:
+            received = call_answer(
+                gqa_forward,
+                {"query": query, "key_value": key_value, "mha": mha},
+                where,
+                f"Q tem num_heads={h} cabeças e K, V têm num_kv_heads={h_kv}, cada uma com "
+                f"d_h={mha.head_dim} colunas e o comprimento delas (t={t} para Q, s={s} para "
+                "K e V).",
+            )
+        ready = sorted(name for code, name in _READY_MADE.items() if code in ran)
+        expect(
+            not ready,
+            f"durante a sua função rodou {', '.join(ready)}: o exercício pede os passos escritos "
+            "por você a partir de mha.project_qkv (ou mha.qkv_proj) e mha.out_proj, sem as "
+            "etapas prontas do módulo.",
+        )
+        _expect_tensor(where, received, (b, t, d), "(b, t, d)")
+        with torch.no_grad():
+            expected = _gqa_reference(query, key_value, mha)
+            variants = [
+                (diag, wrong)
+                for diag, wrong in _gqa_variants(query, key_value, mha)
+                if float((wrong - expected).abs().max()) > 1e-4
+            ]
+        expect_close(received, expected, where, atol=1e-5, variants=variants)
+        if index in (1, len(_GQA_CASES)):  # um caso fixo e um sorteado, com gradientes
+            check_gradients(
+                gqa_forward,
+                _gqa_reference,
+                {"query": query, "key_value": key_value, "mha": mha},
+                f"{where} (gradientes)",
+                wrt=("query", "key_value"),
+                atol=1e-4,
+            )
+
+    def make_args(h_kv: int) -> tuple[Tensor, Tensor, MultiHeadAttention]:
+        # Nenhum eixo de tamanho 1 (h_kv >= 2, grupos de 2): um reshape que vira view num
+        # eixo unitário mudaria a contagem sem laço nenhum.
+        h, d = 2 * h_kv, 8 * h_kv
+        return (
+            torch.randn(2, 3, d, generator=g),
+            torch.randn(2, 5, d, generator=g),
+            _module(d, h, h_kv),
+        )
+
+    def answer(query: Tensor, key_value: Tensor, mha: MultiHeadAttention) -> Any:
+        return call_answer(
+            gqa_forward,
+            {"query": query, "key_value": key_value, "mha": mha},
+            "Na contagem de operações",
+        )
+
+    small, large = op_counts_by_size(answer, make_args, (2, 8))
     expect(
-        not uses_loops(gqa_forward),
-        "sua função usa um laço (for, while ou compreensão de lista). O exercício pede o "
-        "algoritmo em lote: todas as cabeças de uma vez, com view, transpose e uma chamada "
-        "de atenção.",
+        small == large,
+        f"com 4 cabeças sua função executou {small} operações do PyTorch, e com 16 cabeças "
+        f"{large}: o número cresce com h, então há um laço sobre as cabeças (for, map, "
+        "compreensão ou função auxiliar). O exercício pede todas as cabeças numa chamada "
+        "de atenção só, com (b, h) como lote.",
     )
-    for name in ("forward", *_MODULE_STEPS):
-        expect(
-            not references(gqa_forward, name),
-            f"sua função chama mha.{name}: o exercício pede os passos escritos por você "
-            "(projeções, divisão em cabeças, repetição de K e V, atenção, junção, out_proj), "
-            "não as etapas prontas do módulo.",
-        )
-    generator = torch.Generator().manual_seed(5)
-    rule_module = (
-        "o exercício pede os passos escritos por você, sem chamar o módulo pronto "
-        "(mha(...), mha.forward ou as etapas internas dele): use mha.project_qkv (ou "
-        "mha.qkv_proj) e mha.out_proj."
-    )
-    for b, t, s, d, h, h_kv, bias in _FORWARD_CASES:
-        mha = _module(d, h, h_kv, bias)
-        query = torch.randn(b, t, d, generator=generator)
-        key_value = query if s == t else torch.randn(b, s, d, generator=generator)
-        kind = "autoatenção" if key_value is query else "atenção cruzada"
-        where = (
-            f"em {kind} com query {(b, t, d)}, key_value {(b, s, d)}, num_heads={h}, "
-            f"num_kv_heads={h_kv}" + ("" if bias else ", bias=False")
-        )
-        with torch.no_grad():
-            expected = mha(query, key_value)[0]  # (b, t, d)
-            with contextlib.ExitStack() as stack:
-                for name in ("forward", *_MODULE_STEPS):
-                    if hasattr(MultiHeadAttention, name):
-                        stack.enter_context(forbid(MultiHeadAttention, name, rule_module))
-                calls = stack.enter_context(_count_attention_calls(gqa_forward))
-                try:
-                    received = gqa_forward(query, key_value, mha)
-                except (NotImplementedError, ExerciseError):
-                    raise
-                except Exception as err:
-                    if h_kv != h:
-                        hint = (
-                            f"Com num_kv_heads={h_kv}, as projeções de K e V produzem só "
-                            f"num_kv_heads · d_h = {h_kv * mha.head_dim} colunas: divida K e V "
-                            f"em {h_kv} cabeças, view(b, s, num_kv_heads, d_h), e depois "
-                            f"repita cada uma {h // h_kv} vezes no eixo das cabeças."
-                        )
-                    else:
-                        hint = "Confira as formas de cada passo."
-                    if t != s:
-                        hint += (
-                            f" Na atenção cruzada, K e V têm o comprimento deles (s={s}), não o "
-                            f"das consultas (t={t})."
-                        )
-                    raise _explain(err, where, hint) from None
-        expect(
-            calls[0] == 1,
-            f"{where}, sua função chamou a atenção {calls[0]} vezes. O exercício pede uma "
-            "chamada de tpt.scaled_dot_product_attention para todas as cabeças de uma vez "
-            "(ela trata (b, h) como lote)"
-            + (": não uma por cabeça." if calls[0] == h > 1 else "."),
-        )
-        expect(
-            isinstance(received, Tensor),
-            f"{where}, esperava um tensor; recebi {type(received).__name__}.",
-        )
-        expect(
-            tuple(received.shape) == (b, t, d),
-            f"{where}, esperava a forma {(b, t, d)} = (b, t, d); recebi {_shape(received)}.",
-        )
-        if torch.allclose(received, expected, atol=_FORWARD_ATOL, rtol=0):
-            continue
-        with torch.no_grad():
-            no_out_proj = _alternative(query, key_value, mha, tiled=False, out_proj=False)
-            tiled = _alternative(query, key_value, mha, tiled=True, out_proj=True)
-        expect(
-            not torch.allclose(received, no_out_proj, atol=_FORWARD_ATOL, rtol=0),
-            f"{where}, sua saída é a concatenação das cabeças, mas falta a projeção final "
-            "W_O: aplique mha.out_proj no fim.",
-        )
-        expect(
-            not torch.allclose(received, tiled, atol=_FORWARD_ATOL, rtol=0),
-            f"{where}, as cabeças de K/V foram repetidas na ordem errada (com repeat, a cabeça "
-            "de consulta i usa a de K/V i % h_kv). No GQA, cabeças de consulta vizinhas "
-            "compartilham a mesma cabeça de K/V: i usa i // (h / h_kv), como no exercício 1.",
-        )
-        expect(
-            False,
-            f"{where}, a saída difere de mha(query, key_value)[0] (diferença máxima "
-            f"{_max_diff(received, expected)}, tolerância {fmt(_FORWARD_ATOL, sci=True)}). "
-            "Confira: Q de query, K e V de key_value; Q em num_heads cabeças, K e V em "
-            "num_kv_heads; repetir K e V; uma chamada de atenção; transpose(1, 2) + reshape "
-            "para (b, t, d); mha.out_proj.",
-        )
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 3: contar parâmetros sem construir o módulo
-# --------------------------------------------------------------------------------------
-
-# (embed_dim, num_heads, num_kv_heads, bias)
-_PARAM_CASES: list[tuple[int, int, int | None, bool]] = [
-    (16, 4, None, True),
-    (512, 8, None, True),
-    (512, 1, None, True),
-    (32, 4, None, False),
-    (64, 8, 2, True),
-    (64, 8, 1, True),
-    (48, 6, 3, False),
-]
-
-_BUILD_RULE = (
-    "o exercício pede a conta feita por você, sem construir o módulo nem camadas: "
-    "tpt.MultiHeadAttention, nn.Linear e nn.MultiheadAttention ficam de fora. Conte as "
-    "entradas de cada matriz e de cada viés."
+# ======================================================================================
+# Exercício 3: os FLOPs da atenção multicabeça, como fórmula
+# ======================================================================================
+_FORMULA_RULE = (
+    "o exercício pede uma fórmula com inteiros do Python, e durante a sua função rodaram "
+    "{n} operações do PyTorch ({ops}): nada de construir o módulo, sortear tensores ou "
+    "contar com o FlopCounterMode."
 )
 
 
-def _reference_count(embed_dim: int, num_heads: int, num_kv_heads: int | None, bias: bool) -> int:
-    with torch.random.fork_rng(devices=[]):  # não mexe no gerador global do aluno
-        module = MultiHeadAttention(embed_dim, num_heads, num_kv_heads, bias=bias)
-    return sum(p.numel() for p in module.parameters())
+def _measured_flops(b: int, t: int, s: int, d: int, h: int, h_kv: int) -> int:
+    """FLOPs de ``mha(query, key_value, need_weights=True)`` pelo ``FlopCounterMode``.
+
+    Tensores no dispositivo ``meta``: só as formas existem, e a contagem sai igual.
+    """
+    with torch.random.fork_rng(devices=[]), torch.device("meta"):
+        mha = MultiHeadAttention(d, h, h_kv).eval()
+        query, key_value = torch.empty(b, t, d), torch.empty(b, s, d)
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        mha(query, key_value, need_weights=True)
+    return int(counter.get_total_flops())
 
 
-@exercise("Exercício 3 (número de parâmetros)")
-def check_num_parameters(num_parameters: Callable[..., int]) -> None:
-    """``num_parameters(embed_dim, num_heads, num_kv_heads=None, bias=True) -> int``."""
-    for name in ("MultiHeadAttention", "MultiheadAttention", "Linear", "LazyLinear"):
-        expect(not references(num_parameters, name), _BUILD_RULE)
-    expected_counts = [_reference_count(*case) for case in _PARAM_CASES]
-    for (d, h, h_kv, bias), expected in zip(_PARAM_CASES, expected_counts, strict=True):
-        where = f"para embed_dim={d}, num_heads={h}, num_kv_heads={h_kv}, bias={bias}"
-        with (
-            forbid(MultiHeadAttention, "__init__", _BUILD_RULE),
-            forbid(nn.Linear, "__init__", _BUILD_RULE),
-            forbid(nn.MultiheadAttention, "__init__", _BUILD_RULE),
-        ):
-            try:
-                received = num_parameters(d, h, num_kv_heads=h_kv, bias=bias)
-            except (NotImplementedError, ExerciseError):
-                raise
-            except Exception as err:
-                raise _explain(
-                    err,
-                    where,
-                    "A função recebe num_kv_heads=None quando não há GQA: trate esse caso "
-                    "como num_kv_heads = num_heads.",
-                ) from None
+def _flops_variants(b: int, t: int, s: int, d: int, h: int, h_kv: int) -> list[tuple[str, int]]:
+    kv = h_kv * (d // h)
+    projections = 2 * b * t * d * d + 2 * 2 * b * s * d * kv + 2 * b * t * d * d
+    attention = 4 * b * t * s * d
+    return [
+        (
+            "é a fórmula da seção 9, 8·b·t·d² + 4·b·t·s·d, que vale só com s = t e sem GQA: "
+            "as projeções de K e V leem key_value (s posições) e produzem h_kv · d_h colunas.",
+            8 * b * t * d * d + attention,
+        ),
+        (
+            "as projeções de K e V usaram t, mas elas leem key_value, de comprimento s.",
+            2 * b * t * d * d + 4 * b * t * d * kv + attention + 2 * b * t * d * d,
+        ),
+        (
+            "a atenção usou t², mas as pontuações são (b, h, t, s): t consultas contra s chaves.",
+            projections + 4 * b * t * t * d,
+        ),
+        (
+            "o GQA foi ignorado: as projeções de K e V produzem h_kv · d_h colunas, não d.",
+            4 * b * t * d * d + 4 * b * s * d * d + attention,
+        ),
+        (
+            "cada multiplicação-e-soma contou 1 FLOP; o FlopCounterMode conta 2.",
+            (projections + attention) // 2,
+        ),
+        (
+            "falta a projeção de saída W^O (2·b·t·d² FLOPs).",
+            projections - 2 * b * t * d * d + attention,
+        ),
+        ("falta a atenção (QKᵀ e pesos · V, 4·b·t·s·d FLOPs).", projections),
+    ]
+
+
+# (b, t, s, d, h, h_kv): a tabela da seção 9, atenção cruzada, GQA e MQA.
+_FLOPS_CASES = [
+    (1, 128, 128, 256, 8, 8),
+    (2, 5, 7, 32, 8, 2),
+    (4, 100, 300, 512, 8, 2),
+    (1, 1, 10, 64, 4, 1),
+]
+
+
+@exercise("Exercício 3 (os FLOPs da atenção multicabeça)")
+def check_attention_flops(attention_flops: Callable[..., int]) -> None:
+    """``attention_flops(batch_size, t, s, embed_dim, num_heads, num_kv_heads) -> int``.
+
+    Os FLOPs de ``mha(query (b, t, d), key_value (b, s, d), need_weights=True)`` contados
+    pelo ``FlopCounterMode``. Regra: nenhuma operação do PyTorch roda na chamada.
+    """
+    g, seed = case_generator()
+    cases = [("", case) for case in _FLOPS_CASES]
+    for _ in range(3):
+        h_kv, group, d_h = (int(n) for n in torch.randint(1, 9, (3,), generator=g))
+        b, t, s = (int(n) for n in torch.randint(1, 200, (3,), generator=g))
+        cases.append(
+            (
+                f"num caso sorteado (semente {seed}), ",
+                (b, t, s, h_kv * group * d_h, h_kv * group, h_kv),
+            )
+        )
+    for prefix, (b, t, s, d, h, h_kv) in cases:
+        where = (
+            f"{prefix or 'para '}batch_size={b}, t={t}, s={s}, embed_dim={d}, "
+            f"num_heads={h}, num_kv_heads={h_kv}"
+        )
+        with record_ops() as ops:
+            received = call_answer(
+                attention_flops,
+                {
+                    "batch_size": b,
+                    "t": t,
+                    "s": s,
+                    "embed_dim": d,
+                    "num_heads": h,
+                    "num_kv_heads": h_kv,
+                },
+                where,
+                "Some as multiplicações de matrizes: as três projeções, QKᵀ, pesos · V e W^O.",
+            )
+        expect(ops.total == 0, _FORMULA_RULE.format(n=ops.total, ops=", ".join(sorted(ops.counts))))
         expect(
             isinstance(received, numbers.Integral) and not isinstance(received, bool),
-            f"{where}, esperava um inteiro; recebi {type(received).__name__} ({received!r}). "
-            "Parâmetros se contam: use // (divisão inteira) em vez de /.",
+            f"{where}, esperava um int; recebi {type(received).__name__} ({received!r}). FLOPs "
+            "se contam: use // (divisão inteira) em vez de /.",
         )
+        expected = _measured_flops(b, t, s, d, h, h_kv)
         received = int(received)
         if received == expected:
             continue
-        expect(
-            received != 4 * h * d * d + (4 * h * d if bias else 0),
-            f"{where}, esperava {fmt(expected)}, recebi {fmt(received)}: parece que cada cabeça "
-            "ganhou matrizes d x d próprias. As h cabeças dividem as mesmas 4 matrizes (cada "
-            "uma usa d/h colunas), então o total não depende de num_heads.",
+        # Todas as variantes calculadas que batem (com t = 2d, por exemplo, W^O e a atenção
+        # custam o mesmo): o aluno lê todas as explicações possíveis, e só elas.
+        matches = [
+            diagnosis
+            for diagnosis, wrong in _flops_variants(b, t, s, d, h, h_kv)
+            if wrong != expected and received == wrong
+        ]
+        explanation = f": {' Ou então: '.join(matches)}" if matches else "."
+        raise ExerciseError(
+            f"{where}, esperava {fmt(expected)} FLOPs, recebi {fmt(received)}{explanation}"
         )
-        d_h = d // h
-        kv_dim = (h if h_kv is None else h_kv) * d_h
-        full = 4 * d * d + (4 * d if bias else 0)
-        formula = "4 d² + 4 d" if bias else "4 d²"
-        expect(
-            not (h_kv is not None and h_kv != h and received == full),
-            f"{where}, esperava {fmt(expected)}, recebi {fmt(received)} = {formula}, que vale só "
-            f"com num_kv_heads = num_heads. Com num_kv_heads={h_kv}, as projeções de K e V "
-            f"produzem num_kv_heads · d_h = {kv_dim} colunas, não {d}.",
-        )
-        bias_count = 2 * d + 2 * kv_dim  # vieses de Q e out_proj (d) e de K e V (d_kv)
-        expect(
-            not (bias and received == expected - bias_count),
-            f"{where}, esperava {fmt(expected)}, recebi {fmt(received)}: faltam os vieses "
-            f"({fmt(bias_count)} com bias=True).",
-        )
-        expect(
-            not (not bias and received == expected + bias_count),
-            f"{where}, esperava {fmt(expected)}, recebi {fmt(received)}: com bias=False não há "
-            f"vieses; tire os {fmt(bias_count)}.",
-        )
-        expect(False, f"{where}, esperava {fmt(expected)}, recebi {fmt(received)}.")

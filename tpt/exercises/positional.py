@@ -1,70 +1,48 @@
 """Conferências dos exercícios de notebooks/05_codificacao_posicional.ipynb.
 
-Três exercícios, na ordem do notebook. O notebook mostra a tabela senoidal com seno e
-cosseno intercalados (colunas pares e ímpares, como no artigo e no tpt); os dois
-primeiros exercícios pedem o outro layout comum, em **metades**: as ``d/2`` primeiras
-colunas são os senos e as ``d/2`` últimas, os cossenos.
+Três exercícios, na ordem do notebook:
 
-1. :func:`check_sinusoidal_half`: a tabela ``(max_len, d)`` em metades,
-   ``PE[p, i] = sin(p w_i)`` e ``PE[p, d/2 + i] = cos(p w_i)``, ``w_i = 1 / theta^(2i/d)``,
-   **sem laços** em Python e sem ``tpt.sinusoidal_encoding``;
-2. :func:`check_rotation_half`: a rotação ``R(k)`` ``(d, d)`` desse layout, com
-   ``PE(p + k) = R(k) PE(p)``, sem ``tpt.pe_rotation``;
+1. :func:`check_shift_positions`: andar ``k`` posições, ``PE(p) -> PE(p + k) = R(k) PE(p)``,
+   aplicando a rotação par a par, **sem montar** a matriz ``(d, d)`` e sem laços, com um
+   deslocamento por linha (é assim que o RoPE gira consultas e chaves);
+2. :func:`check_rotation_half`: a matriz ``R(k)`` ``(d, d)`` do layout em **metades** (os
+   ``d/2`` senos nas primeiras colunas, os ``d/2`` cossenos nas últimas);
 3. :func:`check_add_positional_left_padded`: somar a codificação a um lote ``(b, t, d)``
-   com preenchimento **à esquerda**, de modo que o primeiro token real de cada linha
-   receba ``PE(0)``; sem laços, sem modificar ``x`` no lugar e sem cortar o gradiente.
+   preenchido **à esquerda**, com o primeiro token real de cada linha na posição 0.
 
-Cada conferência compara a resposta do aluno com uma referência e diz, em português,
-qual entrada falhou, o que era esperado e o que veio. As regras dos enunciados ("sem
-laços", "não use tpt.X") são verificadas (bytecode da função e ``forbid``), e os erros
-mais comuns (layout intercalado, expoente ``i/d``, rotação transposta, posições que
-ignoram o preenchimento, PE do índice do lote, soma no lugar) têm mensagens próprias.
+As regras são conferidas pelo que roda (``tpt.exercises.rules``): operações gravadas
+durante a chamada ("sem montar (d, d)"), o número de operações em dois tamanhos ("sem
+laços"). As entradas de quem chama não podem mudar, o gradiente é comparado com o da
+referência onde a conta fica num caminho treinável, e além dos casos fixos cada execução
+sorteia casos novos (a semente vai na mensagem). Um diagnóstico ("girou para trás") só
+aparece quando a variante errada foi calculada e bateu com a resposta.
 """
 
 from __future__ import annotations
 
-import contextlib
-import inspect
-import math
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
 
-import tpt
-import tpt.positional
 from tpt.exercises import (
-    ExerciseError,
-    _code_objects,
-    _function_code,
+    call_answer,
+    case_generator,
+    check_gradients,
     exercise,
     expect,
-    forbid,
-    references,
-    uses_loops,
+    expect_close,
+    max_abs_diff,
+    op_counts_by_size,
+    record_ops,
 )
 from tpt.numfmt import fmt
 from tpt.positional import pe_rotation, sinusoidal_encoding
 
-__all__ = ["check_sinusoidal_half", "check_rotation_half", "check_add_positional_left_padded"]
+__all__ = ["check_shift_positions", "check_rotation_half", "check_add_positional_left_padded"]
 
-# Tolerância: a resposta pode vir em float32 (erro de arredondamento ~1e-7 nos senos).
+# Tolerância: a resposta pode fazer as contas em float32 (ângulos até ~50 rad: erro ~1e-6).
 _ATOL = 1e-5
-
-
-def _shape(value: Any) -> str:
-    return str(tuple(value.shape)) if isinstance(value, Tensor) else type(value).__name__
-
-
-def _close(received: Tensor, expected: Tensor) -> bool:
-    return received.shape == expected.shape and torch.allclose(
-        received.double(), expected.double(), atol=_ATOL, rtol=0
-    )
-
-
-def _max_diff(a: Tensor, b: Tensor) -> str:
-    return fmt((a.double() - b.double()).abs().max().item(), sci=True)
 
 
 def _frequencies(embed_dim: int, theta: float, exponent_scale: float = 2.0) -> Tensor:
@@ -73,275 +51,266 @@ def _frequencies(embed_dim: int, theta: float, exponent_scale: float = 2.0) -> T
     return theta ** (-exponent_scale * i / embed_dim)  # (d/2,)
 
 
-def _angles(max_len: int, embed_dim: int, theta: float, exponent_scale: float = 2.0) -> Tensor:
-    positions = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
-    return positions * _frequencies(embed_dim, theta, exponent_scale)[None, :]  # (max_len, d/2)
+def _theta(theta: float) -> str:
+    return fmt(theta, 0)
 
 
-def _half(first: Tensor, second: Tensor) -> Tensor:
-    """``first`` nas primeiras ``d/2`` colunas e ``second`` nas últimas: ``(n, d)``."""
-    return torch.cat((first, second), dim=-1)  # (n, d)
+# GENÉRICO: um diagnóstico só vale se a variante errada dele não coincide, neste caso, com
+# outra variante (senão a resposta bate com as duas, e não dá para dizer qual foi o erro).
+def _unambiguous(variants: list[tuple[str, Tensor]], atol: float) -> list[tuple[str, Tensor]]:
+    def same(a: Tensor, b: Tensor) -> bool:
+        return a.shape == b.shape and max_abs_diff(a, b) <= atol
+
+    return [
+        (diagnosis, value)
+        for n, (diagnosis, value) in enumerate(variants)
+        if not any(same(value, other) for m, (_, other) in enumerate(variants) if m != n)
+    ]
 
 
-def _interleave(even: Tensor, odd: Tensor) -> Tensor:
-    """Colunas pares de ``even`` e ímpares de ``odd``: ``(n, d/2)`` x 2 -> ``(n, d)``."""
-    return torch.stack((even, odd), dim=-1).flatten(-2)  # (n, d)
+# --------------------------------------------------------------------------------------
+# Exercício 1: andar k posições sem montar R(k)
+# --------------------------------------------------------------------------------------
+def _shift(vectors: Tensor, angles: Tensor) -> Tensor:
+    """Gira cada par ``(x_2i, x_2i+1)`` pelo ângulo ``angles[..., i]`` como ``R(k)``.
+
+    ``vectors`` ``(n, d)`` e ``angles`` ``(n, d/2)``: ``(s, c) -> (s cos + c sin, c cos - s sin)``.
+    """
+    s, c = vectors[..., 0::2], vectors[..., 1::2]  # (n, d/2) cada
+    cos, sin = torch.cos(angles), torch.sin(angles)  # (n, d/2)
+    return torch.stack((s * cos + c * sin, c * cos - s * sin), dim=-1).flatten(-2)  # (n, d)
 
 
-def half_table(max_len: int, embed_dim: int, theta: float = 10000.0) -> Tensor:
-    """A tabela de referência em metades, ``(max_len, d)`` em float64 (uso das conferências)."""
-    angles = _angles(max_len, embed_dim, theta)  # (max_len, d/2)
-    return _half(torch.sin(angles), torch.cos(angles))  # (max_len, d)
+def _shift_reference(vectors: Tensor, offsets: Tensor, theta: float) -> Tensor:
+    angles = offsets.double()[:, None] * _frequencies(vectors.shape[-1], theta)  # (n, d/2)
+    return _shift(vectors, angles.to(vectors.dtype))  # (n, d)
 
 
-def _first_mismatch(received: Tensor, expected: Tensor, name: str) -> str:
-    """Descreve a primeira célula ``[linha, coluna]`` que difere (para a mensagem)."""
-    bad = ((received.double() - expected.double()).abs() > _ATOL).nonzero()[0].tolist()
-    index = ", ".join(str(i) for i in bad)
-    return (
-        f"{name}[{index}] deveria ser {fmt(expected[tuple(bad)].item(), 4)}, "
-        f"mas veio {fmt(received[tuple(bad)].item(), 4)}"
+def _shift_variants(vectors: Tensor, offsets: Tensor, theta: float) -> list[tuple[str, Tensor]]:
+    d = vectors.shape[-1]
+    k = offsets.double()[:, None]  # (n, 1)
+    s, c = vectors[..., : d // 2], vectors[..., d // 2 :]  # pares (i, d/2 + i)
+    angles = (k * _frequencies(d, theta)).to(vectors.dtype)  # (n, d/2)
+    half = torch.cat((s * angles.cos() + c * angles.sin(), c * angles.cos() - s * angles.sin()), -1)
+    return [
+        (
+            "girou para o lado errado: cada linha foi para PE(p - k), não PE(p + k) (é R(-k), "
+            "a transposta). Refaça sin(a + b) e cos(a + b) da seção 5 e confira os sinais.",
+            _shift(vectors, -angles),
+        ),
+        (
+            "todos os pares giraram o mesmo ângulo k. O par i gira k·ω_i, com "
+            "ω_i = 1/θ^(2i/d): cada par tem a sua frequência.",
+            _shift(vectors, k.expand(-1, d // 2).to(vectors.dtype)),
+        ),
+        (
+            "a frequência usa o expoente i/d; o certo é 2i/d (ω_i = 1/θ^(2i/d), com "
+            "torch.arange(0, d, 2) / d).",
+            _shift(vectors, (k * _frequencies(d, theta, 1.0)).to(vectors.dtype)),
+        ),
+        (
+            "você girou os pares (i, d/2 + i) do layout em metades. Na tabela do tpt, seno e "
+            "cosseno do par i estão nas colunas vizinhas 2i e 2i + 1.",
+            half,
+        ),
+    ]
+
+
+def _shift_cases() -> list[tuple[str, Tensor, Tensor, float]]:
+    """(descrição, vetores (n, d) float64, deslocamentos (n,) long, theta)."""
+    table = sinusoidal_encoding(60, 8, dtype=torch.float64)  # (60, 8)
+    positions = torch.tensor([0, 3, 10, 25, 40])
+    offsets = torch.tensor([1, 5, -4, 0, 17])
+    cases = [
+        (
+            "Para linhas da tabela senoidal (d = 8), p = [0, 3, 10, 25, 40], k = [1, 5, -4, 0, 17]",
+            table[positions],
+            offsets,
+            10000.0,
+        ),
+    ]
+    g = torch.Generator().manual_seed(5)
+    cases.append(
+        (
+            "Para vetores quaisquer (3, 6), θ = 100",
+            torch.randn(3, 6, generator=g, dtype=torch.float64),
+            torch.tensor([2, -7, 30]),
+            100.0,
+        )
     )
+    g, seed = case_generator()
+    for _ in range(3):
+        d = 2 * int(torch.randint(4, 9, (), generator=g))  # 8..16
+        n = int(torch.randint(2, 8, (), generator=g))  # 2..7: nunca igual a d
+        theta = [10000.0, 100.0, 500.0][int(torch.randint(3, (), generator=g))]
+        vectors = torch.randn(n, d, generator=g, dtype=torch.float64)
+        offsets = torch.randint(-30, 31, (n,), generator=g)
+        where = (
+            f"No caso sorteado com vetores {(n, d)}, k = {offsets.tolist()}, "
+            f"θ = {_theta(theta)} (semente {seed})"
+        )
+        cases.append((where, vectors, offsets, theta))
+    return cases
 
 
-def _call(fn: Callable[..., Any], *args: Any, call: str, hint: str) -> Any:
-    """Chama a resposta; erros do PyTorch (em inglês) ganham uma dica em português."""
-    try:
-        return fn(*args)
-    except (NotImplementedError, ExerciseError):
-        raise
-    except TypeError as err:
-        if "argument" in str(err):
-            raise ExerciseError(
-                f"a conferência chama {call}, e a sua função recusou esses argumentos "
-                f"({err}). Confira a assinatura da função."
-            ) from err
-        raise ExerciseError(f"sua função levantou TypeError ({err}). {hint}") from err
-    except (RuntimeError, IndexError, ValueError) as err:
-        raise ExerciseError(f"sua função levantou {type(err).__name__} ({err}). {hint}") from err
-
-
-def _check_no_loops(fn: Callable[..., Any], what: str, tools: str) -> None:
+@exercise("Exercício 1 (andar k posições sem montar R(k))")
+def check_shift_positions(shift_positions: Callable[[Tensor, Tensor, float], Tensor]) -> None:
+    """``shift_positions(vectors (n, d), offsets (n,), theta) -> (n, d)``: ``R(k_n) v_n``."""
+    for where, vectors, offsets, theta in _shift_cases():
+        d = vectors.shape[-1]
+        args = {"vectors": vectors, "offsets": offsets, "theta": theta}
+        with record_ops() as ops:
+            received = call_answer(
+                shift_positions,
+                args,
+                where,
+                "Confira as formas: offsets (n,) vira (n, 1) para multiplicar as frequências "
+                "(d/2,), e vectors[:, 0::2] e vectors[:, 1::2] são os senos e cossenos (n, d/2).",
+            )
+        built = {name for name, shape in ops.outputs if shape[-2:] == (d, d)}
+        expect(
+            not built,
+            f"{where}, sua função montou uma matriz {(d, d)} (operações {sorted(built)}): o "
+            "exercício pede a rotação aplicada par a par, com O(d) contas por vetor, sem a "
+            "R(k) inteira (que tem d² números, quase todos zero).",
+        )
+        expected = _shift_reference(vectors, offsets, theta)
+        expect_close(
+            received,
+            expected,
+            where,
+            atol=_ATOL,
+            name="o resultado",
+            variants=_unambiguous(_shift_variants(vectors, offsets, theta), _ATOL),
+        )
+        check_gradients(
+            shift_positions, _shift_reference, args, where, wrt=("vectors",), atol=_ATOL
+        )
+    small, large = op_counts_by_size(
+        shift_positions,
+        lambda n: (torch.randn(n, 2 * n + 2, dtype=torch.float64), torch.arange(n) - 1, 10000.0),
+        (3, 8),
+    )
     expect(
-        not uses_loops(fn),
-        f"o enunciado pede {what} sem laços em Python, e a sua função tem um laço (for, "
-        "while ou compreensão de lista). Troque o laço por operações de tensor sobre "
-        f"todas as posições de uma vez: {tools}.",
+        small == large,
+        f"Sem laços: com 3 vetores de largura 8 a sua função executou {small} operações do "
+        f"PyTorch, e com 8 vetores de largura 18, {large}. Um laço em Python (for, map, "
+        "compreensão ou função auxiliar chamada por linha ou por par) faz o número crescer; "
+        "trate todas as linhas e todos os pares de uma vez, com fatias e broadcasting.",
     )
-
-
-def _mentions(fn: Callable[..., Any], name: str) -> bool:
-    """A função cita ``name`` ou um apelido de ``tpt.<name>`` (``from tpt import X as Y``)?"""
-    if references(fn, name):
-        return True
-    target = getattr(tpt, name, None)
-    if target is None:
-        return False
-    fn = inspect.unwrap(fn)
-    names = {n for code in _code_objects(_function_code(fn)) for n in code.co_names}
-    scope = getattr(fn, "__globals__", {})
-    cells = [cell.cell_contents for cell in (getattr(fn, "__closure__", None) or ())]
-    return any(scope.get(n) is target for n in names) or any(c is target for c in cells)
-
-
-def _check_not_used(fn: Callable[..., Any], names: tuple[str, ...], reason: str) -> None:
-    for name in names:
-        expect(not _mentions(fn, name), f"sua função usa {name}: {reason}")
-
-
-@contextlib.contextmanager
-def _forbid_all(name: str, reason: str) -> Iterator[None]:
-    """Bloqueia ``tpt.<name>`` e ``tpt.positional.<name>`` durante o bloco."""
-    message = f"sua função chamou tpt.{name}: {reason}"
-    with forbid(tpt, name, message), forbid(tpt.positional, name, message):
-        yield
-
-
-# --------------------------------------------------------------------------------------
-# Exercício 1: a tabela senoidal em metades, sem laços
-# --------------------------------------------------------------------------------------
-
-# (max_len, embed_dim, theta): o primeiro é a tabela pequena do notebook.
-_TABLE_CASES: list[tuple[int, int, float]] = [
-    (5, 4, 10000.0),
-    (12, 8, 10000.0),
-    (7, 6, 100.0),
-    (40, 16, 10000.0),
-]
-
-_TABLE_REASON = (
-    "o exercício pede a tabela construída por você, com torch.arange, broadcasting e "
-    "torch.cat. A tabela do tpt serve para conferir no fim, não para a resposta."
-)
-_TABLE_HELPERS = ("sinusoidal_encoding", "SinusoidalPositionalEncoding", "sinusoidal_didactic")
-
-
-@exercise("Exercício 1 (tabela senoidal em metades, sem laços)")
-def check_sinusoidal_half(sinusoidal_half: Callable[[int, int, float], Tensor]) -> None:
-    """``sinusoidal_half(max_len, embed_dim, theta) -> (max_len, embed_dim)``, sin | cos."""
-    _check_no_loops(sinusoidal_half, "a tabela", "torch.arange, broadcasting e torch.cat")
-    _check_not_used(sinusoidal_half, _TABLE_HELPERS, _TABLE_REASON)
-    for max_len, d, theta in _TABLE_CASES:
-        where = f"para max_len={max_len}, embed_dim={d}, theta={fmt(theta, 0)}"
-        expected = half_table(max_len, d, theta)  # (max_len, d)
-        with _forbid_all("sinusoidal_encoding", _TABLE_REASON):
-            received = _call(
-                sinusoidal_half,
-                max_len,
-                d,
-                theta,
-                call=f"sinusoidal_half({max_len}, {d}, {theta!r})",
-                hint="Confira as formas: posições (max_len, 1) vezes frequências (d/2,) dão "
-                "os ângulos (max_len, d/2); senos e cossenos se juntam com torch.cat(..., dim=-1).",
-            )
-        expect(
-            isinstance(received, Tensor),
-            f"{where}: esperava um tensor; recebi {type(received).__name__}.",
-        )
-        received = received.detach().cpu()
-        expect(
-            tuple(received.shape) != (d, max_len) or d == max_len,
-            f"{where}: esperava a forma {(max_len, d)} (posições x dimensões); recebi "
-            f"{_shape(received)}: a tabela está transposta.",
-        )
-        expect(
-            tuple(received.shape) == (max_len, d),
-            f"{where}: esperava a forma {(max_len, d)} (max_len, embed_dim); "
-            f"recebi {_shape(received)}.",
-        )
-        if _close(received, expected):
-            continue
-        angles = _angles(max_len, d, theta)  # (max_len, d/2)
-        expect(
-            not _close(received, _interleave(torch.sin(angles), torch.cos(angles))),
-            f"{where}: você intercalou seno e cosseno (colunas pares e ímpares, como a "
-            "tabela do tpt). Aqui o layout é em metades: as d/2 primeiras colunas são os "
-            "senos e as d/2 últimas, os cossenos (torch.cat em vez de fatias 0::2 e 1::2).",
-        )
-        expect(
-            not _close(received, _half(torch.cos(angles), torch.sin(angles))),
-            f"{where}: as metades estão trocadas: os senos vêm primeiro (colunas 0 a d/2 - 1) "
-            "e os cossenos depois. Confira a linha da posição 0: deve ser [0, ..., 0, 1, ..., 1].",
-        )
-        half_angles = _angles(max_len, d, theta, exponent_scale=1.0)
-        expect(
-            not _close(received, _half(torch.sin(half_angles), torch.cos(half_angles))),
-            f"{where}: o expoente está errado: a frequência do par i é 1 / theta^(2i/d), "
-            "com 2i no expoente (torch.arange(0, d, 2) / d), não 1 / theta^(i/d) "
-            "(torch.arange(d // 2) / d).",
-        )
-        if theta != 10000.0:
-            expect(
-                not _close(received, half_table(max_len, d, 10000.0)),
-                f"{where}: sua tabela é a de theta=10.000: use o argumento theta na "
-                "frequência 1 / theta^(2i/d) em vez de um valor fixo.",
-            )
-        expect(False, f"{where}: {_first_mismatch(received, expected, 'PE')}.")
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: a rotação R(k) do layout em metades
 # --------------------------------------------------------------------------------------
-
-# (offset, embed_dim, theta): inclui k = 0 (identidade) e um k negativo (R(-k) = R(k)^T).
-_ROTATION_CASES: list[tuple[int, int, float]] = [
-    (1, 4, 10000.0),
-    (3, 8, 10000.0),
-    (5, 6, 100.0),
-    (0, 4, 10000.0),
-    (-2, 8, 10000.0),
-]
-
-_ROTATION_REASON = (
-    "o exercício pede a matriz do layout em metades construída por você; a "
-    "tpt.pe_rotation é a do layout intercalado (e a conferência não deixa usá-la)."
-)
+def _half_rotation(
+    offset: int, embed_dim: int, theta: float, exponent_scale: float = 2.0
+) -> Tensor:
+    """``R(k)`` do layout em metades, ``(d, d)`` em float64."""
+    angles = offset * _frequencies(embed_dim, theta, exponent_scale)  # (d/2,)
+    return _blocks(torch.cos(angles), torch.sin(angles))
 
 
-def half_rotation(offset: int, embed_dim: int, theta: float = 10000.0) -> Tensor:
-    """``R(k)`` de referência do layout em metades, ``(d, d)`` em float64."""
-    angles = offset * _frequencies(embed_dim, theta)  # (d/2,)
-    cos, sin = torch.diag(torch.cos(angles)), torch.diag(torch.sin(angles))  # (d/2, d/2)
+def _blocks(cos: Tensor, sin: Tensor) -> Tensor:
+    cos, sin = torch.diag(cos), torch.diag(sin)  # (d/2, d/2) cada
     return torch.cat((torch.cat((cos, sin), 1), torch.cat((-sin, cos), 1)), 0)  # (d, d)
+
+
+def _rotation_cases() -> list[tuple[str, int, int, float]]:
+    cases = [(1, 4, 10000.0), (3, 8, 10000.0), (5, 6, 100.0), (0, 4, 10000.0), (-2, 8, 10000.0)]
+    found = [(f"Para offset k={k}, embed_dim={d}, θ={_theta(th)}", k, d, th) for k, d, th in cases]
+    g, seed = case_generator()
+    for _ in range(3):
+        k = int(torch.randint(-25, 26, (), generator=g))
+        d = 2 * int(torch.randint(2, 9, (), generator=g))
+        theta = [10000.0, 100.0, 1000.0][int(torch.randint(3, (), generator=g))]
+        found.append(
+            (
+                f"No caso sorteado offset k={k}, embed_dim={d}, θ={_theta(theta)} (semente {seed})",
+                k,
+                d,
+                theta,
+            )
+        )
+    return found
 
 
 @exercise("Exercício 2 (rotação R(k) do layout em metades)")
 def check_rotation_half(rotation_half: Callable[[int, int, float], Tensor]) -> None:
     """``rotation_half(offset, embed_dim, theta) -> (d, d)`` com ``PE(p + k) = R(k) PE(p)``."""
-    _check_not_used(rotation_half, ("pe_rotation",), _ROTATION_REASON)
-    for k, d, theta in _ROTATION_CASES:
-        where = f"para offset k={k}, embed_dim={d}, theta={fmt(theta, 0)}"
-        expected = half_rotation(k, d, theta)  # (d, d)
-        with _forbid_all("pe_rotation", _ROTATION_REASON):
-            received = _call(
-                rotation_half,
-                k,
-                d,
-                theta,
-                call=f"rotation_half({k}, {d}, {theta!r})",
-                hint="Confira as formas: os cossenos e senos dos d/2 pares formam quatro "
-                "blocos diagonais (d/2, d/2), e a matriz inteira é (d, d).",
+    for where, k, d, theta in _rotation_cases():
+        received = call_answer(
+            rotation_half,
+            {"offset": k, "embed_dim": d, "theta": theta},
+            where,
+            "Confira as formas: os cossenos e senos dos d/2 pares formam quatro blocos "
+            "diagonais (d/2, d/2), e a matriz inteira é (d, d).",
+        )
+        variants = []
+        if k != 0:
+            variants.append(
+                (
+                    "essa é a R(k) do layout intercalado, com blocos 2 × 2 na diagonal. No layout "
+                    "em metades, o seno do par i está na coluna i e o cosseno na coluna d/2 + i: "
+                    "os quatro números do par i ficam em R[i, i], R[i, d/2 + i], R[d/2 + i, i] e "
+                    "R[d/2 + i, d/2 + i].",
+                    pe_rotation(k, d, theta, dtype=torch.float64),
+                )
             )
-        expect(
-            isinstance(received, Tensor),
-            f"{where}: esperava um tensor; recebi {type(received).__name__}.",
-        )
-        received = received.detach().cpu()
-        expect(
-            tuple(received.shape) == (d, d),
-            f"{where}: esperava uma matriz {(d, d)} (d, d); recebi {_shape(received)}.",
-        )
-        if _close(received, expected):
-            continue
-        expect(
-            k == 0 or not _close(received, pe_rotation(k, d, theta, dtype=torch.float64)),
-            f"{where}: essa é a R(k) do layout intercalado, com blocos 2 x 2 na diagonal. "
-            "No layout em metades, o seno do par i está na coluna i e o cosseno na coluna "
-            "d/2 + i: os quatro números do par i ficam em R[i, i], R[i, d/2 + i], "
-            "R[d/2 + i, i] e R[d/2 + i, d/2 + i].",
-        )
-        expect(
-            not _close(received, expected.T),
-            f"{where}: sua matriz leva PE(p) a PE(p - k): é a transposta, R(-k). Confira os "
-            "sinais: sin(a + b) = sin a cos b + cos a sin b e cos(a + b) = cos a cos b - "
-            "sin a sin b; o -sin b fica na metade de baixo (linhas dos cossenos).",
-        )
-        eye = torch.eye(d // 2, dtype=torch.float64)  # (d/2, d/2)
-        cos_k, sin_k = math.cos(k) * eye, math.sin(k) * eye  # o ângulo k em todos os pares
-        same = torch.cat((torch.cat((cos_k, sin_k), 1), torch.cat((-sin_k, cos_k), 1)), 0)  # (d, d)
-        expect(
-            not _close(received, same),
-            f"{where}: todos os pares giram o mesmo ângulo k. O par i gira k * w_i, com "
-            "w_i = 1 / theta^(2i/d): cada par tem a sua frequência.",
-        )
-        # Diagnóstico pela propriedade: PE(p + k) contra R PE(p) nas posições da tabela.
-        table = half_table(30, d, theta)  # (30, d)
-        start = max(0, -k)
-        before = table[start : start + 10]  # (10, d): PE(p)
-        after = table[start + k : start + k + 10]  # (10, d): PE(p + k)
-        predicted = before @ received.double().T  # (10, d): R PE(p), linha a linha
-        expect(
-            False,
-            f"{where}: R(k) PE(p) deveria dar PE(p + k), mas a diferença máxima nas "
-            f"posições p = {start}..{start + 9} é {_max_diff(predicted, after)} "
-            f"(tolerância {fmt(_ATOL, sci=True)}). {_first_mismatch(received, expected, 'R')}.",
+            if k > 0:
+                variants.append(
+                    (
+                        "sua matriz leva PE(p) a PE(p - k): é a transposta, R(-k). Refaça "
+                        "sin(a + b) = sin a cos b + cos a sin b e cos(a + b) = cos a cos b - "
+                        "sin a sin b; o -sin b fica na metade de baixo (linhas dos cossenos).",
+                        _half_rotation(-k, d, theta),
+                    )
+                )
+            else:
+                variants.append(
+                    (
+                        f"com k = {k} negativo, sua matriz é a de k = {-k}: o sinal de offset se "
+                        "perdeu (abs?). R(-k) anda para trás e é a transposta de R(k).",
+                        _half_rotation(-k, d, theta),
+                    )
+                )
+            variants.append(
+                (
+                    "todos os pares giram o mesmo ângulo k. O par i gira k·ω_i, com "
+                    "ω_i = 1/θ^(2i/d): cada par tem a sua frequência.",
+                    _blocks(
+                        torch.full((d // 2,), float(k)).cos().double(),
+                        torch.full((d // 2,), float(k)).sin().double(),
+                    ),
+                )
+            )
+            variants.append(
+                (
+                    "a frequência usa o expoente i/d; o certo é 2i/d (ω_i = 1/θ^(2i/d)).",
+                    _half_rotation(k, d, theta, exponent_scale=1.0),
+                )
+            )
+            if theta != 10000.0:
+                variants.append(
+                    (
+                        f"essa é a matriz de θ = 10.000, não de θ = {_theta(theta)}: use o "
+                        "argumento theta na frequência.",
+                        _half_rotation(k, d, 10000.0),
+                    )
+                )
+        expect_close(
+            received,
+            _half_rotation(k, d, theta),
+            where,
+            atol=_ATOL,
+            name="o resultado",
+            variants=_unambiguous(variants, _ATOL),
         )
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 3: posições com preenchimento à esquerda
 # --------------------------------------------------------------------------------------
-
-# Cada caso: quantos <pad> há no começo de cada linha, t e d. Inclui linhas sem <pad>,
-# b != t e uma linha com um token real só.
-_PAD_CASES: list[tuple[list[int], int, int]] = [
-    ([0, 2, 3], 5, 8),
-    ([1, 0], 4, 6),
-    ([0, 0, 0, 0, 0, 0], 3, 4),
-    ([3, 0, 1, 5], 6, 8),
-]
-_PAD_MAX_LEN = 16
-
 _PAD_HINT = (
     "Confira os tipos e as formas: is_pad é booleano (b, t); as posições que indexam pe "
     "precisam ser inteiras (torch.long) e ter forma (b, t), e pe[positions] tem forma (b, t, d)."
@@ -350,19 +319,41 @@ _PAD_HINT = (
 
 def _left_pad_mask(pads: list[int], t: int) -> Tensor:
     """``(b, t)`` booleana, ``True`` nos ``pads[j]`` primeiros elementos da linha ``j``."""
-    columns = torch.arange(t)[None, :]  # (1, t)
-    return columns < torch.tensor(pads)[:, None]  # (b, t)
+    return torch.arange(t)[None, :] < torch.tensor(pads)[:, None]  # (b, t)
 
 
-def _positions_used(delta: Tensor, pe: Tensor) -> str:
-    """Para cada linha de ``delta`` ``(n, d)``, qual linha de ``pe`` foi somada (ou "?")."""
-    distance = (delta.double()[:, None, :] - pe.double()[None, :, :]).abs().amax(-1)  # (n, L)
-    values, indices = distance.min(-1)
-    found = [
-        str(i) if v <= _ATOL else "?"
-        for v, i in zip(values.tolist(), indices.tolist(), strict=True)
-    ]
-    return "[" + ", ".join(found) + "]"
+def _left_positions(is_pad: Tensor) -> Tensor:
+    return ((~is_pad).long().cumsum(-1) - 1).clamp(min=0)  # (b, t)
+
+
+def _left_reference(x: Tensor, pe: Tensor, is_pad: Tensor) -> Tensor:
+    """Nos tokens reais ``x + pe[posição]``; nos ``<pad>``, 0 (o valor ali não importa)."""
+    out = x + pe[_left_positions(is_pad)]  # (b, t, d)
+    return out.masked_fill(is_pad[..., None], 0.0)
+
+
+def _pad_cases() -> list[tuple[str, list[int], int, int]]:
+    fixed = [([0, 2, 1], 5, 8), ([1, 0], 4, 6), ([0, 0, 0, 0, 0, 0], 3, 4), ([3, 0, 1, 5], 6, 8)]
+    cases = [(f"Para x {(len(p), t, d)} com <pad>s por linha {p}", p, t, d) for p, t, d in fixed]
+    g, seed = case_generator()
+    for _ in range(3):
+        b, t = (int(v) for v in torch.randint(2, 8, (2,), generator=g))
+        d = 2 * int(torch.randint(2, 6, (), generator=g))
+        pads = torch.randint(0, t, (b,), generator=g).tolist()  # ao menos 1 token real
+        cases.append(
+            (
+                f"No caso sorteado x {(b, t, d)} com <pad>s por linha {pads} (semente {seed})",
+                pads,
+                t,
+                d,
+            )
+        )
+    return cases
+
+
+def _real_only(fn: Callable[[Tensor, Tensor, Tensor], Tensor]) -> Callable[..., Tensor]:
+    """A saída só nos tokens reais (o valor nos ``<pad>`` é livre): ``(n_reais, d)``."""
+    return lambda x, pe, is_pad: fn(x, pe, is_pad)[~is_pad]
 
 
 @exercise("Exercício 3 (posições com preenchimento à esquerda)")
@@ -374,95 +365,65 @@ def check_add_positional_left_padded(
     Nos tokens reais, ``x + pe[posição]``, com a posição contada a partir do primeiro
     token real da linha; nas posições de ``<pad>`` qualquer valor serve.
     """
-    _check_no_loops(
-        add_positional_left_padded,
-        "as posições",
-        "a soma cumulativa (cumsum) de ~is_pad e um índice (b, t) em pe",
-    )
     generator = torch.Generator().manual_seed(5)
-    for pads, t, d in _PAD_CASES:
+    for where, pads, t, d in _pad_cases():
         b = len(pads)
         is_pad = _left_pad_mask(pads, t)  # (b, t)
-        real = ~is_pad  # (b, t)
-        where = f"para x de forma {(b, t, d)} (b, t, d) e <pad>s por linha {pads}"
-        pe = sinusoidal_encoding(_PAD_MAX_LEN, d)  # (max_len, d)
-        leaf = torch.randn(b, t, d, generator=generator, requires_grad=True)
-        x = leaf * 1.0  # (b, t, d): como a saída de um nn.Embedding (não é folha do grafo)
-        original = leaf.detach().clone()
-        positions = (real.long().cumsum(-1) - 1).clamp(min=0)  # (b, t)
-        expected = original + pe[positions]  # (b, t, d)
-        try:
-            received = _call(
-                add_positional_left_padded,
-                x,
-                pe,
-                is_pad.clone(),
-                call="add_positional_left_padded(x, pe, is_pad)",
-                hint=_PAD_HINT,
-            )
-        except ExerciseError as err:
-            if "in-place" in str(err) or "inplace" in str(err):
-                raise ExerciseError(
-                    f"{where}: sua função tentou modificar um tensor no lugar (x += ..., "
-                    "x.add_(...) ou x[...] = ...), e o PyTorch recusou. Devolva um tensor "
-                    "novo: return x + pe[positions]."
-                ) from err
-            raise
-        expect(
-            isinstance(received, Tensor),
-            f"{where}: esperava um tensor; recebi {type(received).__name__}.",
+        real = ~is_pad
+        pe = sinusoidal_encoding(16, d, dtype=torch.float64)  # (max_len, d)
+        x = torch.randn(b, t, d, generator=generator, dtype=torch.float64)
+        args = {"x": x, "pe": pe, "is_pad": is_pad}
+        received = call_answer(add_positional_left_padded, args, where, _PAD_HINT)
+        got = tuple(received.shape) if isinstance(received, Tensor) else type(received).__name__
+        expect(got == (b, t, d), f"{where}, esperava um tensor de forma {(b, t, d)}; recebi {got}.")
+        positions = _left_positions(is_pad)
+        variants = [
+            (
+                "cada token recebeu a PE do índice do lote (a linha j ganhou PE(j) em todas as "
+                "posições). As posições estão no eixo 1 de x.",
+                (x + pe[:b][:, None, :])[real],
+            ),
+            (
+                "você somou pe[0:t] em toda linha, como se não houvesse preenchimento: o primeiro "
+                "token real de uma linha com n <pad>s ficou na posição n. Ele deve receber PE(0).",
+                (x + pe[:t][None])[real],
+            ),
+            (
+                "o primeiro token real de cada linha recebeu PE(1), não PE(0): a soma cumulativa "
+                "de ~is_pad vale 1 no primeiro token real; subtraia 1.",
+                (x + pe[positions + 1])[real],
+            ),
+            (
+                "as posições foram contadas a partir dos <pad> (True em is_pad), não dos tokens "
+                "reais: is_pad é True onde há <pad>.",
+                (x + pe[(is_pad.long().cumsum(-1) - 1).clamp(min=0)])[real],
+            ),
+        ]
+        expect_close(
+            received[real],
+            (x + pe[positions])[real],
+            where,
+            atol=_ATOL,
+            name="o resultado nos tokens reais",
+            variants=_unambiguous(variants, _ATOL),
         )
-        expect(
-            torch.equal(x.detach(), original),
-            f"{where}: sua função modificou x no lugar (x += ... ou x[...] = ...). Quem "
-            "chamou perde o x original (por exemplo, para uma conexão residual); devolva "
-            "um tensor novo: return x + pe[positions].",
+        check_gradients(
+            _real_only(add_positional_left_padded),
+            _real_only(_left_reference),
+            args,
+            where,
+            wrt=("x", "pe"),
+            atol=_ATOL,
         )
-        expect(
-            tuple(received.shape) == (b, t, d),
-            f"{where}: esperava a forma {(b, t, d)}; recebi {_shape(received)}.",
-        )
-        got = received.detach()
-        if not _close(got[real], expected[real]):
-            batch_bug = original + pe[:b][:, None, :]  # (b, 1, d) espalhado sobre t
-            expect(
-                not _close(got, batch_bug),  # o tensor inteiro: o erro soma PE(j) também nos <pad>
-                f"{where}: cada token recebeu a PE do índice do lote (a linha j do lote "
-                "ganhou PE(j) em todas as posições). As posições estão no eixo 1 de x.",
-            )
-            ignored = original + pe[:t][None]  # (b, t, d): posições 0..t-1 em toda linha
-            expect(
-                not _close(got[real], ignored[real]),
-                f"{where}: você somou pe[0:t] em toda linha, como se não houvesse "
-                "preenchimento: o primeiro token real de uma linha com n <pad>s ficou na "
-                "posição n. Ele deve receber PE(0): conte os tokens reais da linha "
-                "(a soma cumulativa de ~is_pad) e subtraia 1.",
-            )
-            off_by_one = original + pe[positions + 1]
-            expect(
-                not _close(got[real], off_by_one[real]),
-                f"{where}: o primeiro token real de cada linha recebeu PE(1), não PE(0): a "
-                "soma cumulativa de ~is_pad vale 1 no primeiro token real; subtraia 1.",
-            )
-            row = next(j for j in range(b) if not _close(got[j][real[j]], expected[j][real[j]]))
-            used = _positions_used(got[row][real[row]] - original[row][real[row]], pe)
-            wanted = positions[row][real[row]].tolist()
-            expect(
-                False,
-                f"{where}: na linha {row} (is_pad = {is_pad[row].int().tolist()}), os "
-                f"tokens reais deveriam receber as linhas {wanted} de pe, mas receberam "
-                f"{used} (? = nenhuma linha de pe). Lembre que is_pad é True onde há <pad>.",
-            )
-        expect(
-            received.requires_grad,
-            f"{where}: a saída não tem gradiente (requires_grad=False): não use "
-            "torch.no_grad() nem .detach() no caminho de x; o gradiente precisa chegar "
-            "aos embeddings.",
-        )
-        received.sum().backward()
-        expect(
-            leaf.grad is not None and torch.allclose(leaf.grad, torch.ones_like(leaf)),
-            f"{where}: o gradiente de saída.sum() em relação a x deveria ser 1 em toda "
-            "parte (somar uma constante não muda o gradiente); a sua função multiplica "
-            "ou corta x em algum lugar.",
-        )
+
+    def make_args(n: int) -> tuple[Tensor, Tensor, Tensor]:
+        return torch.randn(n, n + 1, 4), torch.randn(16, 4), _left_pad_mask(list(range(n)), n + 1)
+
+    small, large = op_counts_by_size(add_positional_left_padded, make_args, (3, 8))
+    expect(
+        small == large,
+        f"Sem laços: com x (3, 4, 4) a sua função executou {small} operações do PyTorch, e "
+        f"com x (8, 9, 4), {large}. Um laço em Python (for, map, compreensão ou função "
+        "auxiliar chamada por linha ou por posição) faz o número crescer; calcule as "
+        "posições de todas as linhas de uma vez (a soma cumulativa de ~is_pad).",
+    )

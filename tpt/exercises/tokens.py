@@ -2,181 +2,241 @@
 
 Três exercícios, na ordem do notebook:
 
-1. :func:`check_build_vocab`: o vocabulário de caracteres com frequência mínima
-   (especiais primeiro, depois os caracteres que aparecem pelo menos ``min_count`` vezes,
-   contados depois da normalização NFC, na ordem dos códigos Unicode);
+1. :func:`check_wordpiece`: a codificação gulosa do WordPiece (o pedaço mais longo do
+   vocabulário primeiro, ``##`` na continuação, a palavra inteira vira ``<unk>`` quando
+   um pedaço não existe), descrita na seção 8 e não escrita no notebook;
 2. :func:`check_pad_left`: um lote ``(b, t)`` com ``<bos>``/``<eos>``, truncamento que
-   preserva o ``<eos>`` e preenchimento **à esquerda**, com a máscara de preenchimento
-   na convenção do tpt (``True`` = ``<pad>`` = bloqueado);
-3. :func:`check_merge_pair`: um passo do BPE (juntar um par de tokens vizinhos), sem
-   usar o ``merge_pair`` do tpt.
+   preserva o ``<eos>`` e preenchimento **à esquerda**, com a máscara na convenção do
+   tpt (``True`` = ``<pad>``);
+3. :func:`check_bpe_word`: uma palavra nova codificada com as fusões aprendidas, na
+   ordem, com a fusão escrita pelo aluno (sem o ``merge_pair`` nem o ``BPETokenizer``).
 
-Cada conferência compara a resposta do aluno com uma referência e diz, em português,
-qual entrada falhou, o que era esperado, o que veio e qual é o erro provável.
+Cada conferência roda casos fixos (as armadilhas) e casos sorteados a cada execução,
+chama a resposta com as entradas de verdade (que não podem mudar) e, quando a resposta
+erra, mostra o caso, o esperado e o recebido; um diagnóstico só aparece quando a
+variante errada correspondente foi calculada e deu exatamente a resposta do aluno.
 """
 
 from __future__ import annotations
 
-import unicodedata
-from collections import Counter
-from collections.abc import Callable
+import contextlib
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
 
-import tpt.tokenizer as tokenizer_module
-from tpt.exercises import ExerciseError, exercise, expect, forbid, references, refers_to
-from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS
+import tpt.tokenizer as _tokenizer_module
+from tpt.exercises.core import ExerciseError, exercise, expect
+from tpt.exercises.guards import call_answer, case_generator
+from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
-__all__ = ["check_build_vocab", "check_pad_left", "check_merge_pair"]
+UNK_TOKEN = SPECIAL_TOKENS[UNK_ID]  # "<unk>"
+
+__all__ = ["check_wordpiece", "check_pad_left", "check_bpe_word"]
 
 
-def _short(value: Any, limit: int = 120) -> str:
+def _short(value: Any, limit: int = 160) -> str:
     """``repr`` encurtado para caber numa linha de retorno."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _call(fn: Callable[..., Any], where: str, hint: str, *args: Any) -> Any:
-    """Chama a resposta do aluno; um erro do Python/PyTorch vira uma dica em português."""
+# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
+# embeddings; caberia em guards, junto do case_generator).
+def _seed_note(seed: int | None) -> str:
+    return "" if seed is None else f" (caso sorteado, semente {seed})"
+
+
+def _as_token_list(received: Any, where: str) -> list[str]:
+    expect(
+        isinstance(received, (list, tuple)),
+        f"{where}, esperava uma lista de tokens (strings); recebi {type(received).__name__}.",
+    )
+    expect(
+        all(isinstance(token, str) for token in received),
+        f"{where}, esperava só strings na lista; recebi {_short(list(received))}.",
+    )
+    return list(received)
+
+
+def _expect_tokens(
+    received: list[str],
+    expected: list[str],
+    where: str,
+    variants: list[tuple[str, list[str]]],
+) -> None:
+    """Compara listas de tokens; diagnóstico só de variante calculada que bate."""
+    if received == expected:
+        return
+    for diagnosis, wrong in variants:
+        if wrong != expected and received == wrong:
+            raise ExerciseError(
+                f"{where}, esperava {_short(expected)}, recebi {_short(received)}: {diagnosis}"
+            )
+    raise ExerciseError(f"{where}, esperava {_short(expected)}, recebi {_short(received)}.")
+
+
+# GENÉRICO: regra "não chame as funções de um módulo Python" pelo que roda. Registra as
+# funções Python executadas (sys.setprofile): um apelido, um argumento padrão ou um
+# functools.partial chegam ao mesmo código e são vistos do mesmo jeito.
+@contextlib.contextmanager
+def _python_calls_from(path: str) -> Iterator[set[str]]:
+    """Nomes das funções definidas no arquivo ``path`` chamadas dentro do bloco."""
+    target = str(Path(path).resolve())
+    seen: set[str] = set()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename == target:
+            seen.add(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
     try:
-        return fn(*args)
-    except (NotImplementedError, ExerciseError):
-        raise
-    except Exception as err:  # noqa: BLE001 - qualquer erro do aluno vira explicação
-        raise ExerciseError(
-            f"{where} sua função levantou {type(err).__name__}. {hint} (mensagem original: {err})"
-        ) from None
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+_TOKENIZER_FILE = _tokenizer_module.__file__
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: vocabulário com frequência mínima
+# Exercício 1: WordPiece, o pedaço mais longo primeiro
 # --------------------------------------------------------------------------------------
+def _wordpiece(
+    word: str,
+    vocab: set[str],
+    *,
+    shortest: bool = False,
+    prefix: str = "##",
+    local_unk: bool = False,
+    strip: bool = False,
+) -> list[str]:
+    """A referência (e, com as opções, as variantes erradas típicas)."""
+    pieces: list[str] = []
+    start = 0
+    while start < len(word):
+        ends = range(start + 1, len(word) + 1) if shortest else range(len(word), start, -1)
+        found = None
+        for end in ends:
+            piece = (prefix if start > 0 else "") + word[start:end]
+            if piece in vocab:
+                found = (piece, end)
+                break
+        if found is None:
+            if not local_unk:
+                return [UNK_TOKEN]
+            pieces.append(UNK_TOKEN)
+            start += 1
+            continue
+        piece, start = found
+        pieces.append(
+            piece[len(prefix) :] if strip and piece.startswith(prefix) and prefix else piece
+        )
+    return pieces
 
-_VOCAB_CASES: list[tuple[list[str], int]] = [
-    (["pão", "cão"], 1),
-    (["pão", "cão"], 2),  # só 'ã' e 'o' aparecem duas vezes
-    (["Açúcar e café.", "Você viu o pássaro?", "ação"], 1),  # maiúsculas: a ordem importa
-    (["João pensou: o trem estava cheio, mas ele conseguiu uma cadeira livre."], 3),
-    # "ação" em NFC num texto e em NFD no outro: 'ç' e 'ã' só chegam a 2 depois do NFC.
-    (["ação", unicodedata.normalize("NFD", "coração")], 2),
-    (["abc"], 5),  # nenhum caractere chega a 5: só os especiais
+
+_WORDPIECE_VOCAB = {
+    "c",
+    "ca",
+    "cad",
+    "##a",
+    "##d",
+    "##e",
+    "##ei",
+    "##eira",
+    "##i",
+    "##r",
+    "##ra",
+    "##o",
+    "p",
+    "pa",
+    "##p",
+    "##ã",
+    "##ão",
+    "a",
+    "e",
+    "ei",
+    "##s",
+}
+
+_WORDPIECE_CASES: list[tuple[str, set[str]]] = [
+    ("cadeira", _WORDPIECE_VOCAB),  # cad + ##eira: o mais longo, não c + ##a + ...
+    ("pão", _WORDPIECE_VOCAB),  # pa? não: "pã" não existe, então p + ##ão
+    ("cadeiras", _WORDPIECE_VOCAB),
+    ("papa", _WORDPIECE_VOCAB),  # o meio da palavra pede "##": "pa" sozinho não serve
+    ("cadex", _WORDPIECE_VOCAB),  # "x" não existe: a palavra inteira vira <unk>
+    ("eira", _WORDPIECE_VOCAB),  # no começo não há "##": ei + ##ra
+    ("", _WORDPIECE_VOCAB),  # palavra vazia: nenhum pedaço
 ]
 
 
-def _char_counts(texts: list[str]) -> Counter[str]:
-    return Counter("".join(unicodedata.normalize("NFC", text) for text in texts))
+def _random_wordpiece_case(g: torch.Generator) -> tuple[str, set[str]]:
+    rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=g)))
+    alphabet = "abcde"
+    vocab = set(alphabet) | {"##" + c for c in alphabet if rng.random() < 0.8}
+    for _ in range(rng.randint(4, 10)):
+        piece = "".join(rng.choice(alphabet) for _ in range(rng.randint(2, 4)))
+        vocab.add(piece if rng.random() < 0.5 else "##" + piece)
+    vocab.discard(rng.choice(sorted(vocab)))  # às vezes falta uma letra: aparece o <unk>
+    word = "".join(rng.choice(alphabet) for _ in range(rng.randint(3, 9)))
+    return word, vocab
 
 
-def _reference_vocab(texts: list[str], min_count: int) -> list[str]:
-    counts = _char_counts(texts)
-    return [*SPECIAL_TOKENS, *sorted(c for c, n in counts.items() if n >= min_count)]
-
-
-def _order_hint(chars: list[str], expected: list[str], counts: Counter[str]) -> str:
-    """Explica uma ordem errada com a causa mais provável."""
-    rule = (
-        "A ordem dos ids é a dos códigos Unicode: sorted(...) sem key nem reverse, em que "
-        "'A' (U+0041) vem antes de 'a' (U+0061)."
-    )
-    if chars == sorted(expected, key=str.lower) or chars == sorted(expected, key=str.casefold):
-        return f"Parece uma ordenação com key=str.lower (maiúsculas junto das minúsculas). {rule}"
-    if chars == sorted(expected, reverse=True):
-        return f"Os caracteres estão em ordem decrescente. {rule}"
-    by_count = sorted(expected, key=lambda c: (-counts[c], c))
-    tied = len({counts[c] for c in expected}) == 1
-    by_first_seen = [c for c, _ in counts.most_common() if c in expected]
-    if not tied and chars in (by_count, by_first_seen):
-        return (
-            "Parece a ordem de frequência (most_common): a frequência só decide quem entra. " + rule
-        )
-    return (
-        f"{rule} Se a lista veio de um set, a ordem muda de um processo do Python para outro "
-        "(PYTHONHASHSEED), e os ids mudariam junto."
-    )
-
-
-@exercise("Exercício 1 (vocabulário com frequência mínima)")
-def check_build_vocab(build_vocab: Callable[[list[str], int], list[str]]) -> None:
-    """``build_vocab(texts, min_count) -> list[str]``: especiais + caracteres frequentes."""
-    for texts, min_count in _VOCAB_CASES:
-        expected = _reference_vocab(texts, min_count)
-        counts = _char_counts(texts)
-        where = f"para texts={_short(texts)} e min_count={min_count}"
-        received = _call(
-            build_vocab,
+@exercise("Exercício 1 (WordPiece: o pedaço mais longo primeiro)")
+def check_wordpiece(wordpiece_tokenize: Callable[[str, set[str]], list[str]]) -> None:
+    """``wordpiece_tokenize(word, vocab) -> list[str]``; ``vocab`` é um conjunto de pedaços."""
+    g, seed = case_generator()
+    cases = [(word, vocab, None) for word, vocab in _WORDPIECE_CASES]
+    cases += [(*_random_wordpiece_case(g), seed) for _ in range(30)]
+    for word, vocab, case_seed in cases:
+        vocab = set(vocab)  # cada caso com o seu conjunto (a resposta recebe este, o real)
+        expected = _wordpiece(word, vocab)
+        where = f"Para word={word!r}{_seed_note(case_seed)}"
+        if case_seed is not None:
+            where += f" e vocab={_short(sorted(vocab), 200)}"
+        received = call_answer(
+            wordpiece_tokenize,
+            {"word": word, "vocab": vocab},
             where,
-            "Confira que a função recebe (texts, min_count) e devolve uma lista de strings.",
-            list(texts),
-            min_count,
+            "Confira os índices do pedaço word[start:end] e a condição de parada.",
         )
-        expect(
-            isinstance(received, (list, tuple)),
-            f"{where} esperava uma lista de tokens; recebi {type(received).__name__}. "
-            "Um set ou um dict não têm uma ordem confiável para virar ids.",
-        )
-        received = list(received)
-        expect(
-            received[: len(SPECIAL_TOKENS)] == list(SPECIAL_TOKENS),
-            f"{where} os {len(SPECIAL_TOKENS)} primeiros itens devem ser os tokens especiais "
-            f"{list(SPECIAL_TOKENS)} (ids fixos 0 a 3), mesmo quando nenhum caractere passa "
-            f"do limite; recebi {_short(received[: len(SPECIAL_TOKENS)])}.",
-        )
-        chars = received[len(SPECIAL_TOKENS) :]
-        repeated = sorted(token for token, n in Counter(chars).items() if n > 1)
-        expect(
-            not repeated,
-            f"{where} os tokens {_short(repeated)} aparecem mais de uma vez; cada token "
-            "deve ter um único id.",
-        )
-        combining = [c for c in chars if isinstance(c, str) and unicodedata.combining(c)]
-        expect(
-            not combining,
-            f"{where} o vocabulário tem sinais combinantes soltos {_short(combining)}: "
-            "normalize cada texto com unicodedata.normalize('NFC', texto) antes de contar "
-            "os caracteres.",
-        )
-        expected_chars = expected[len(SPECIAL_TOKENS) :]
-        missing = sorted(set(expected_chars) - set(chars))
-        extra = sorted(set(chars) - set(expected_chars), key=repr)
-        if missing:
-            at_limit = [c for c in missing if counts[c] == min_count]
-            raw_counts = Counter("".join(texts))
-            needs_nfc = [c for c in missing if raw_counts[c] < min_count]
-            if needs_nfc:
-                detail = (
-                    f"{_short(needs_nfc)} só chegam a {min_count} ocorrências depois da "
-                    "normalização NFC (um dos textos chega em NFD): normalize cada texto "
-                    "antes de contar."
-                )
-            elif len(at_limit) == len(missing):
-                detail = (
-                    f"eles aparecem exatamente min_count={min_count} vezes: a regra é "
-                    "'pelo menos min_count' (>=, não >)."
-                )
-            else:
-                detail = "conte as ocorrências em todos os textos juntos (Counter)."
-            expect(False, f"{where} faltam os caracteres {_short(missing)}; {detail}")
-        if extra:
-            rare = {c: counts.get(c, 0) for c in extra if isinstance(c, str)}
-            expect(
-                False,
-                f"{where} sobram tokens {_short(extra)}: aparecem {_short(rare)} vezes, "
-                f"menos que min_count={min_count} (ou nem estão nos textos). Os raros ficam "
-                "de fora do vocabulário e viram <unk>.",
-            )
-        expect(
-            chars == expected_chars,
-            f"{where} os caracteres estão certos, mas fora de ordem: esperava "
-            f"{_short(expected_chars)}, recebi {_short(chars)}. "
-            + _order_hint(chars, expected_chars, counts),
+        received = _as_token_list(received, where)
+        _expect_tokens(
+            received,
+            expected,
+            where,
+            [
+                (
+                    "é o resultado de procurar o pedaço mais **curto** primeiro; o WordPiece "
+                    "tenta o mais longo (end começa em len(word) e diminui).",
+                    _wordpiece(word, vocab, shortest=True),
+                ),
+                (
+                    "é o resultado de procurar os pedaços do meio da palavra sem o prefixo "
+                    "'##'; depois do primeiro pedaço, procure '##' + word[start:end].",
+                    _wordpiece(word, vocab, prefix=""),
+                ),
+                (
+                    "os pedaços certos, mas sem o '##' na saída: os pedaços do meio da "
+                    "palavra ficam com o prefixo (é assim que estão no vocabulário).",
+                    _wordpiece(word, vocab, strip=True),
+                ),
+                (
+                    f"é o resultado de trocar só o caractere sem pedaço por {UNK_TOKEN!r} e "
+                    f"seguir; no WordPiece, a palavra inteira vira [{UNK_TOKEN!r}].",
+                    _wordpiece(word, vocab, local_unk=True),
+                ),
+            ],
         )
 
 
 # --------------------------------------------------------------------------------------
 # Exercício 2: preenchimento à esquerda, truncamento que preserva o <eos>
 # --------------------------------------------------------------------------------------
-
 _PAD_CASES: list[tuple[list[list[int]], int]] = [
     ([[5, 6, 7], [8], [9, 10]], 8),  # sem corte
     ([[], [5, 6, 7]], 8),  # a primeira sequência é vazia: torch.tensor([]) é float32
@@ -187,11 +247,8 @@ _PAD_CASES: list[tuple[list[list[int]], int]] = [
 ]
 
 
-def _reference_rows(sequences: list[list[int]], max_length: int) -> list[list[int]]:
-    return [[BOS_ID, *ids[: max_length - 2], EOS_ID] for ids in sequences]
-
-
-def _left_pad(rows: list[list[int]], t: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _left_pad(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    t = max(len(row) for row in rows)
     input_ids = torch.full((len(rows), t), PAD_ID, dtype=torch.long)  # (b, t)
     mask = torch.ones(len(rows), t, dtype=torch.bool)  # (b, t)
     for i, row in enumerate(rows):
@@ -201,46 +258,51 @@ def _left_pad(rows: list[list[int]], t: int) -> tuple[torch.Tensor, torch.Tensor
     return input_ids, mask
 
 
-def _right_pad(rows: list[list[int]], t: int) -> torch.Tensor:
-    input_ids = torch.full((len(rows), t), PAD_ID, dtype=torch.long)  # (b, t)
+def _pad_variants(sequences: list[list[int]], max_length: int) -> list[tuple[str, torch.Tensor]]:
+    """As variantes erradas típicas, calculadas para o caso."""
+    rows = [[BOS_ID, *ids[: max_length - 2], EOS_ID] for ids in sequences]
+    t = max(len(row) for row in rows)
+    right = torch.full((len(rows), t), PAD_ID, dtype=torch.long)
     for i, row in enumerate(rows):
-        if row:
-            input_ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-    return input_ids
+        right[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    keep_end = [[BOS_ID, *ids[max(len(ids) - (max_length - 2), 0) :], EOS_ID] for ids in sequences]
+    variants = [
+        (
+            "o <pad> ficou à direita; aqui ele vai à esquerda, para que a última coluna "
+            "(input_ids[:, -1]) seja o <eos> de toda linha.",
+            right,
+        ),
+        (
+            "o corte levou o <eos> embora: cortar [<bos>, ...texto, <eos>] em max_length "
+            "tira o fim, onde está o <eos>. Corte o texto (ids[:max_length - 2]) e só "
+            "depois ponha <bos> e <eos>.",
+            _left_pad([[BOS_ID, *ids, EOS_ID][:max_length] for ids in sequences])[0],
+        ),
+        (
+            "você guardou o fim do texto; o enunciado pede o começo (ids[:max_length - 2]).",
+            _left_pad(keep_end)[0],
+        ),
+    ]
+    no_specials = [ids[:max_length] for ids in sequences]
+    if any(no_specials):
+        variants.append(
+            (
+                "faltam o <bos> (tpt.BOS_ID) no início e o <eos> (tpt.EOS_ID) no fim de "
+                "cada linha.",
+                _left_pad(no_specials)[0],
+            )
+        )
+    return variants
 
 
-def _diagnose_rows(
-    sequences: list[list[int]], max_length: int, received: torch.Tensor, t: int
-) -> str | None:
-    """Reconhece os erros comuns de corte e de lado do preenchimento."""
-    rows = _reference_rows(sequences, max_length)
-    candidates = {
-        "right": _right_pad(rows, t),
-        "cut_eos": _left_pad([[BOS_ID, *ids, EOS_ID][:max_length] for ids in sequences], t)[0],
-        "keep_end": _left_pad(
-            [[BOS_ID, *ids[max(len(ids) - (max_length - 2), 0) :], EOS_ID] for ids in sequences],
-            t,
-        )[0],
-        "no_specials": _left_pad([ids[:max_length] for ids in sequences], t)[0],
-        "no_bos": _left_pad([[*ids[: max_length - 1], EOS_ID] for ids in sequences], t)[0],
-    }
-    messages = {
-        "right": "o <pad> ficou à direita; aqui ele vai à esquerda, para que a última "
-        "coluna (input_ids[:, -1]) seja o <eos> de toda linha.",
-        "cut_eos": "o corte levou o <eos> embora: ao cortar [<bos>, ...texto, <eos>] em "
-        "max_length, o fim (onde está o <eos>) some. Corte o texto (ids[:max_length - 2]) "
-        "e só depois ponha <bos> e <eos>.",
-        "keep_end": "você guardou o fim do texto; o enunciado pede o começo "
-        "(ids[:max_length - 2]), como o truncation=True do tpt.",
-        "no_specials": "faltam o <bos> (tpt.BOS_ID) no início e o <eos> (tpt.EOS_ID) no "
-        "fim de cada linha.",
-        "no_bos": "falta o <bos> (tpt.BOS_ID) no início de cada linha (e ele também conta "
-        "em max_length).",
-    }
-    for name, candidate in candidates.items():
-        if tuple(candidate.shape) == tuple(received.shape) and torch.equal(candidate, received):
-            return messages[name]
-    return None
+def _random_pad_case(g: torch.Generator) -> tuple[list[list[int]], int]:
+    b = int(torch.randint(1, 6, (1,), generator=g))
+    max_length = int(torch.randint(2, 9, (1,), generator=g))
+    sequences = []
+    for _ in range(b):
+        length = int(torch.randint(0, 11, (1,), generator=g))
+        sequences.append(torch.randint(4, 60, (length,), generator=g).tolist())
+    return sequences, max_length
 
 
 @exercise("Exercício 2 (lote preenchido à esquerda, com <eos> preservado)")
@@ -248,156 +310,208 @@ def check_pad_left(
     pad_left: Callable[[list[list[int]], int], tuple[torch.Tensor, torch.Tensor]],
 ) -> None:
     """``pad_left(sequences, max_length) -> (input_ids (b, t), padding_mask (b, t))``."""
-    for sequences, max_length in _PAD_CASES:
-        rows = _reference_rows(sequences, max_length)
-        t = max(len(row) for row in rows)
-        expected_ids, expected_mask = _left_pad(rows, t)
-        where = f"para sequences={sequences} e max_length={max_length}"
-        hint = (
-            "Dica: torch.tensor([]) (uma sequência vazia) cria um tensor float32; crie os "
-            "tensores com dtype=torch.long."
-            if any(not s for s in sequences)
-            else "Confira os formatos e os tipos dos tensores que você monta."
+    g, seed = case_generator()
+    cases = [([list(s) for s in seqs], m, None) for seqs, m in _PAD_CASES]
+    cases += [(*_random_pad_case(g), seed) for _ in range(20)]
+    for sequences, max_length, case_seed in cases:
+        rows = [[BOS_ID, *ids[: max_length - 2], EOS_ID] for ids in sequences]
+        expected_ids, expected_mask = _left_pad(rows)
+        where = f"Para sequences={_short(sequences)} e max_length={max_length}" + _seed_note(
+            case_seed
         )
-        result = _call(pad_left, where, hint, [list(s) for s in sequences], max_length)
+        result = call_answer(
+            pad_left,
+            {"sequences": sequences, "max_length": max_length},
+            where,
+            "Confira os formatos e os tipos dos tensores que você monta"
+            + (
+                " (este caso tem uma sequência vazia, e torch.tensor([]) é float32: passe "
+                "dtype=torch.long)."
+                if not all(sequences)
+                else "."
+            ),
+        )
         expect(
             isinstance(result, (tuple, list)) and len(result) == 2,
-            f"{where} esperava uma tupla (input_ids, padding_mask); recebi "
+            f"{where}, esperava uma tupla (input_ids, padding_mask); recebi "
             f"{type(result).__name__}.",
         )
         input_ids, mask = result
         expect(
             isinstance(input_ids, torch.Tensor) and isinstance(mask, torch.Tensor),
-            f"{where} input_ids e padding_mask devem ser tensores; recebi "
+            f"{where}, input_ids e padding_mask devem ser tensores; recebi "
             f"{type(input_ids).__name__} e {type(mask).__name__}.",
         )
-        if input_ids.is_floating_point():
-            expect(
-                not any(not s for s in sequences),
-                f"{where} input_ids veio {input_ids.dtype}: a sequência vazia virou "
-                "torch.tensor([]), que é float32, e o tipo dela contaminou o lote (o "
-                "pad_sequence usa o tipo da primeira linha). Passe dtype=torch.long.",
-            )
         expect(
             input_ids.dtype == torch.long,
-            f"{where} input_ids deve ser torch.long (é o que nn.Embedding aceita); "
-            f"recebi {input_ids.dtype}.",
+            f"{where}, input_ids deve ser torch.long (é o que nn.Embedding aceita); recebi "
+            f"{input_ids.dtype}.",
         )
-        if input_ids.dim() == 2 and input_ids.shape[0] == len(sequences):
-            longest = max(len(s) + 2 for s in sequences)
-            if input_ids.shape[1] == longest and longest > max_length:
-                expect(
-                    False,
-                    f"{where} input_ids tem {longest} colunas, mais que max_length: "
-                    "corte o texto das sequências longas (truncamento).",
-                )
-            if input_ids.shape[1] == max_length and t < max_length:
-                expect(
-                    False,
-                    f"{where} input_ids tem max_length={max_length} colunas, mas t deve "
-                    f"ser o comprimento da maior linha depois do corte ({t}); max_length "
-                    "é só o limite.",
-                )
         expect(
             tuple(input_ids.shape) == tuple(expected_ids.shape),
-            f"{where} input_ids deveria ter formato (b, t) = {tuple(expected_ids.shape)} "
-            f"(t = a maior linha, com <bos> e <eos>, depois do corte); recebi "
+            f"{where}, input_ids deveria ter formato (b, t) = {tuple(expected_ids.shape)} "
+            "(t = a maior linha, com <bos> e <eos>, depois do corte); recebi "
             f"{tuple(input_ids.shape)}.",
         )
         if not torch.equal(input_ids, expected_ids):
-            diagnosis = _diagnose_rows(sequences, max_length, input_ids, t)
-            expect(
-                False,
-                f"{where} input_ids esperado {expected_ids.tolist()}, recebi "
-                f"{input_ids.tolist()}. "
-                + (
-                    diagnosis
-                    or "Cada linha é [<bos>, ids[:max_length - 2]..., <eos>], "
-                    f"com PAD_ID={PAD_ID} à esquerda."
-                ),
+            message = (
+                f"{where}, input_ids esperado {expected_ids.tolist()}, recebi {input_ids.tolist()}"
             )
+            for diagnosis, wrong in _pad_variants(sequences, max_length):
+                if wrong.shape == input_ids.shape and torch.equal(wrong, input_ids):
+                    raise ExerciseError(f"{message}: {diagnosis}")
+            raise ExerciseError(message + ".")
         expect(
-            tuple(mask.shape) == tuple(expected_mask.shape),
-            f"{where} padding_mask deveria ter formato {tuple(expected_mask.shape)}; recebi "
+            mask.dtype == torch.bool and tuple(mask.shape) == tuple(expected_mask.shape),
+            f"{where}, padding_mask deve ser torch.bool com formato "
+            f"{tuple(expected_mask.shape)}; recebi {mask.dtype} com formato "
             f"{tuple(mask.shape)}.",
         )
-        expect(
-            mask.dtype == torch.bool,
-            f"{where} padding_mask deve ser torch.bool (True = <pad>); recebi {mask.dtype}.",
-        )
-        if expected_mask.any() and torch.equal(mask, ~expected_mask):
-            expect(
-                False,
-                f"{where} sua máscara está invertida: no tpt, True marca o <pad> (posição "
-                f"bloqueada) e False o token real. Esperava {expected_mask.tolist()}, "
-                f"recebi {mask.tolist()}.",
+        if not torch.equal(mask, expected_mask):
+            message = (
+                f"{where}, padding_mask esperada {expected_mask.tolist()} (True onde há "
+                f"<pad>), recebi {mask.tolist()}"
             )
-        flipped = expected_mask.flip(-1)
-        if expected_mask.any() and torch.equal(mask, flipped):
-            expect(
-                False,
-                f"{where} a máscara marca o fim das linhas, mas o <pad> agora está no "
-                f"começo: esperava {expected_mask.tolist()}, recebi {mask.tolist()}. A "
-                "máscara tem de apontar para onde os <pad> estão (input_ids == tpt.PAD_ID).",
-            )
-        expect(
-            torch.equal(mask, expected_mask),
-            f"{where} padding_mask esperada {expected_mask.tolist()} (True onde há <pad>), "
-            f"recebi {mask.tolist()}.",
-        )
+            if torch.equal(mask, ~expected_mask):
+                raise ExerciseError(
+                    f"{message}: a máscara está invertida; no tpt, True marca o <pad> "
+                    "(posição bloqueada)."
+                )
+            if torch.equal(mask, expected_mask.flip(-1)):
+                raise ExerciseError(
+                    f"{message}: a máscara marca o fim das linhas, mas o <pad> está no começo."
+                )
+            raise ExerciseError(message + ".")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: um passo do BPE
+# Exercício 3: uma palavra nova com as fusões aprendidas, na ordem
 # --------------------------------------------------------------------------------------
+def _merge(
+    symbols: list[str], pair: tuple[str, str], *, loose: bool = False, once: bool = False
+) -> list[str]:
+    """Uma fusão da esquerda para a direita (e, com as opções, as variantes erradas)."""
+    merged: list[str] = []
+    i, done = 0, False
+    while i < len(symbols):
+        match = (
+            i + 1 < len(symbols)
+            and symbols[i] == pair[0]
+            and (loose or symbols[i + 1] == pair[1])
+            and not (once and done)
+        )
+        if match:
+            merged.append(symbols[i] + symbols[i + 1])
+            i += 2
+            done = True
+        else:
+            merged.append(symbols[i])
+            i += 1
+    return merged
 
-_MERGE_CASES: list[tuple[list[str], tuple[str, str]]] = [
-    (["c", "ã", "o"], ("ã", "o")),
-    ([" ", "c", "a", "d", "e", "i", "r", "a"], (" ", "c")),
-    (["a", "r", "a", "r", "a"], ("a", "r")),  # duas ocorrências
-    (["a", "a", "a"], ("a", "a")),  # sobreposição: da esquerda para a direita
-    (["p", "ã", "o"], ("o", "p")),  # o par não aparece
-    (["ab", "c", "a", "bc"], ("a", "bc")),  # tokens com mais de um caractere
+
+def _merge_from_right(symbols: list[str], pair: tuple[str, str]) -> list[str]:
+    return [
+        s[::-1] for s in _merge([s[::-1] for s in symbols[::-1]], (pair[1][::-1], pair[0][::-1]))
+    ][::-1]
+
+
+def _bpe_word(word: str, merges: list[tuple[str, str]], **options: bool) -> list[str]:
+    symbols = list(word)
+    for pair in merges:
+        symbols = _merge(symbols, pair, **options)
+    return symbols
+
+
+def _bpe_word_from_right(word: str, merges: list[tuple[str, str]]) -> list[str]:
+    symbols = list(word)
+    for pair in merges:
+        symbols = _merge_from_right(symbols, pair)
+    return symbols
+
+
+_BPE_CASES: list[tuple[str, list[tuple[str, str]]]] = [
+    (" cadeira", [(" ", "c"), ("r", "a"), (" c", "a"), ("d", "e"), ("de", "i"), ("dei", "ra")]),
+    ("abc", [("b", "c"), ("a", "b")]),  # a ordem decide: a + bc, não ab + c
+    ("aaaa", [("a", "a"), ("aa", "a")]),  # sobreposição: da esquerda para a direita
+    ("aaa", [("a", "a")]),
+    ("acab", [("a", "b")]),  # só o par inteiro: o "a" seguido de "c" fica
+    ("são", [("ã", "o"), ("s", "ão")]),
+    ("x", [("x", "y")]),
+    ("", [("a", "b")]),
 ]
 
-_NO_MERGE_PAIR = (
-    "o exercício pede a sua versão da fusão: não chame o merge_pair do tpt (ele é a "
-    "resposta pronta)."
+
+def _random_bpe_case(g: torch.Generator) -> tuple[str, list[tuple[str, str]]]:
+    rng = random.Random(int(torch.randint(0, 2**31, (1,), generator=g)))
+    word = "".join(rng.choice("abc") for _ in range(rng.randint(4, 12)))
+    tokens = list("abc")
+    merges: list[tuple[str, str]] = []
+    for _ in range(rng.randint(2, 7)):
+        pair = (rng.choice(tokens), rng.choice(tokens))
+        if pair not in merges:
+            merges.append(pair)
+            tokens.append(pair[0] + pair[1])
+    return word, merges
+
+
+_NO_TOKENIZER = (
+    "a conferência viu rodar a função {names} do tpt.tokenizer (o merge_pair ou o "
+    "BPETokenizer dão a resposta pronta): escreva a sua fusão."
 )
 
 
-@exercise("Exercício 3 (juntar um par do BPE)")
-def check_merge_pair(
-    merge: Callable[[list[str], tuple[str, str]], list[str]],
-) -> None:
-    """``merge(symbols, pair) -> list[str]``: junta cada ocorrência, da esquerda para a direita."""
-    reference = tokenizer_module.merge_pair
-    expect(
-        not references(merge, "merge_pair") and not refers_to(merge, reference),
-        _NO_MERGE_PAIR,
-    )
-    with forbid(tokenizer_module, "merge_pair", _NO_MERGE_PAIR):
-        for symbols, pair in _MERGE_CASES:
-            expected = reference(symbols, pair)
-            given = list(symbols)
-            where = f"para symbols={symbols} e pair={pair}"
-            received = _call(
-                merge,
-                where,
-                "Confira os índices ao olhar o vizinho (i + 1) no fim da lista.",
-                given,
-                pair,
-            )
-            expect(
-                given == symbols,
-                f"{where} sua função modificou a lista de entrada (virou {given}); devolva "
-                "uma lista nova e deixe a original intacta.",
-            )
-            expect(
-                isinstance(received, (list, tuple)),
-                f"{where} esperava uma lista de tokens; recebi {type(received).__name__}.",
-            )
-            expect(
-                list(received) == expected,
-                f"{where} esperava {expected}, recebi {list(received)}.",
-            )
+@exercise("Exercício 3 (uma palavra nova com as fusões do BPE)")
+def check_bpe_word(bpe_word: Callable[[str, list[tuple[str, str]]], list[str]]) -> None:
+    """``bpe_word(word, merges) -> list[str]``: as fusões aplicadas na ordem da lista."""
+    g, seed = case_generator()
+    cases = [(word, list(merges), None) for word, merges in _BPE_CASES]
+    cases += [(*_random_bpe_case(g), seed) for _ in range(30)]
+    for word, merges, case_seed in cases:
+        expected = _bpe_word(word, merges)
+        where = f"Para word={word!r} e merges={_short(merges, 200)}" + _seed_note(case_seed)
+        with _python_calls_from(_TOKENIZER_FILE) as used:
+            try:
+                received = call_answer(
+                    bpe_word,
+                    {"word": word, "merges": merges},
+                    where,
+                    "Confira os índices ao olhar o vizinho (i + 1) no fim da lista.",
+                )
+            except ExerciseError:
+                expect(not used, _NO_TOKENIZER.format(names=", ".join(sorted(used))))
+                raise
+        expect(not used, _NO_TOKENIZER.format(names=", ".join(sorted(used))))
+        received = _as_token_list(received, where)
+        expect(
+            "".join(received) == word,
+            f"{where}, juntar os seus tokens dá {''.join(received)!r}, não a palavra: uma "
+            "fusão só junta vizinhos, nunca perde nem repete caracteres.",
+        )
+        _expect_tokens(
+            received,
+            expected,
+            where,
+            [
+                (
+                    "é o resultado de aplicar as fusões na ordem inversa; a ordem é a da "
+                    "lista, a mesma em que foram aprendidas.",
+                    _bpe_word(word, merges[::-1]),
+                ),
+                (
+                    "é o resultado de juntar quando só o primeiro token do par confere; "
+                    "os dois precisam conferir (symbols[i] == a e symbols[i + 1] == b).",
+                    _bpe_word(word, merges, loose=True),
+                ),
+                (
+                    "é o resultado de juntar só a primeira ocorrência de cada par; cada "
+                    "fusão junta todas, da esquerda para a direita.",
+                    _bpe_word(word, merges, once=True),
+                ),
+                (
+                    "é o resultado de juntar da direita para a esquerda; numa sobreposição "
+                    "(a, a, a), quem junta primeiro é o par da esquerda.",
+                    _bpe_word_from_right(word, merges),
+                ),
+            ],
+        )
