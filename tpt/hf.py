@@ -48,12 +48,16 @@ import warnings
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from tpt.model import GPT, GPTConfig
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, BaseTokenizer
+
+if TYPE_CHECKING:  # só para as anotações: o transformers não é importado aqui
+    from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
 __all__ = [
     "FAMILIES",
@@ -287,7 +291,7 @@ def _final_scale(c: GPTConfig) -> float:
     return scale * (c.embed_dim**-0.5 if c.head_scale else 1.0)
 
 
-def _hf_config(model: GPT, family: str):
+def _hf_config(model: GPT, family: str) -> PreTrainedConfig:
     c = model.config
     transformers = _transformers()
     common = dict(
@@ -410,7 +414,7 @@ def _bias(bias: Tensor | None, size: int, like: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def to_hf(model: GPT):
+def to_hf(model: GPT) -> PreTrainedModel:
     """Converte um ``tpt.GPT`` num modelo do ``transformers`` com as mesmas saídas.
 
     Devolve um ``GPT2LMHeadModel`` (posições aprendidas, LayerNorm, GELU/ReLU) ou um
@@ -437,7 +441,7 @@ def to_hf(model: GPT):
 # --------------------------------------------------------------------------------------
 # Hugging Face -> tpt
 # --------------------------------------------------------------------------------------
-def _load(source, **kwargs):
+def _load(source: PreTrainedModel | str | PathLike, **kwargs) -> PreTrainedModel:
     """Um modelo do HF já na memória, ou carregado de uma pasta (``save_pretrained``) ou do Hub."""
     if isinstance(source, (str, PathLike)):
         transformers = _transformers()
@@ -452,7 +456,7 @@ def _load(source, **kwargs):
     return source
 
 
-def _rope_theta(config) -> float:
+def _rope_theta(config: PreTrainedConfig) -> float:
     """Lê ``rope_theta`` e recusa ``rope_scaling`` (qualquer RoPE que não seja o padrão)."""
     params = getattr(config, "rope_parameters", None) or {}
     scaling = getattr(config, "rope_scaling", None) if not params else None
@@ -466,7 +470,7 @@ def _rope_theta(config) -> float:
     return 10000.0 if theta is None else float(theta)
 
 
-def _tpt_config(hf_config, max_len: int | None) -> GPTConfig:
+def _tpt_config(hf_config: PreTrainedConfig, max_len: int | None) -> GPTConfig:
     """O ``GPTConfig`` equivalente a um ``GPT2Config``/``LlamaConfig`` (ou um erro claro)."""
     kind = getattr(hf_config, "model_type", None)
     if kind == "gpt2":
@@ -538,7 +542,7 @@ def _tpt_config(hf_config, max_len: int | None) -> GPTConfig:
 
 
 @torch.no_grad()
-def _load_gpt2(model: GPT, hf_model) -> None:
+def _load_gpt2(model: GPT, hf_model: PreTrainedModel) -> None:
     c = model.config
     sd = hf_model.state_dict()
 
@@ -569,7 +573,7 @@ def _load_gpt2(model: GPT, hf_model) -> None:
 
 
 @torch.no_grad()
-def _load_llama(model: GPT, hf_model) -> None:
+def _load_llama(model: GPT, hf_model: PreTrainedModel) -> None:
     c = model.config
     sd = hf_model.state_dict()
     kv_heads = c.num_kv_heads or c.num_heads
@@ -606,7 +610,12 @@ def _load_llama(model: GPT, hf_model) -> None:
         model.lm_head.weight.copy_(sd["lm_head.weight"])
 
 
-def from_hf(source, *, max_len: int | None = None, **from_pretrained_kwargs) -> GPT:
+def from_hf(
+    source: PreTrainedModel | str | PathLike,
+    *,
+    max_len: int | None = None,
+    **from_pretrained_kwargs,
+) -> GPT:
     """Converte um ``GPT2LMHeadModel`` ou ``LlamaForCausalLM`` num ``tpt.GPT`` igual.
 
     ``source``: o modelo já carregado, a pasta de um ``save_pretrained`` ou o nome de um
@@ -632,7 +641,7 @@ def from_hf(source, *, max_len: int | None = None, **from_pretrained_kwargs) -> 
 # --------------------------------------------------------------------------------------
 # Tokenizador: o CharTokenizer do tpt como um tokenizador do transformers
 # --------------------------------------------------------------------------------------
-def to_hf_tokenizer(tokenizer: BaseTokenizer):
+def to_hf_tokenizer(tokenizer: BaseTokenizer) -> PreTrainedTokenizerFast:
     """Um ``PreTrainedTokenizerFast`` que dá os mesmos ids que um ``CharTokenizer`` do tpt.
 
     Um caractere por token (vocabulário de palavras inteiras, ``WordLevel``, depois de
