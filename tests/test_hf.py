@@ -106,8 +106,11 @@ def _round_trips(model, tmp_path, atol):
         hf_model = hf.to_hf(model)
         assert _max_diff(hf_model(ids).logits, expected) <= atol
         back = hf.from_hf(hf_model)
+        c = model.config
+        kv = None if c.num_kv_heads in (None, c.num_heads) else c.num_kv_heads  # h_kv = h: None
         same = dataclasses.replace(
-            model.config, head_scale=False, bias=back.config.bias, ff_dim=model.layers[0].ffn.ff_dim
+            c, head_scale=False, bias=back.config.bias, ff_dim=model.layers[0].ffn.ff_dim,
+            num_kv_heads=kv,
         )
         assert back.config == same
         assert _max_diff(back(ids), expected) <= atol
@@ -147,6 +150,39 @@ def test_llama_family_equal_as_shipped(case, tmp_path):
 def test_llama_family_equal_with_float64_norm_and_rope(case, tmp_path, llama64):
     model = _model(20 + case, **LLAMA_CASES[case])
     _round_trips(model, tmp_path, atol=1e-10)
+
+
+def _drawn_config(seed: int, family: str) -> dict:
+    """Uma configuração sorteada (semente fixa): tamanhos, GQA, amarração, viés, vocabulário."""
+    g = torch.Generator().manual_seed(seed)
+
+    def pick(options):
+        return options[int(torch.randint(len(options), (1,), generator=g))]
+
+    heads = pick([1, 2, 4, 6, 8])
+    head_dim = pick([2, 4, 6, 8])
+    kwargs = dict(
+        vocab_size=pick([7, 13, 29, 61, 97]),
+        embed_dim=heads * head_dim,
+        num_heads=heads,
+        num_layers=pick([1, 2, 3]),
+        tie_weights=pick([True, False]),
+        bias=pick([True, False]),
+        head_scale=pick([True, False]),
+        ff_dim=pick([None, 3 * heads * head_dim + 1]),
+    )
+    if family == "gpt2":
+        return {**kwargs, "activation": pick(["gelu", "gelu_tanh", "relu"])}
+    kv = pick([k for k in range(1, heads + 1) if heads % k == 0])
+    return {**kwargs, **LLAMA, "num_kv_heads": kv, "rope_theta": pick([10000.0, 500000.0])}
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_drawn_configs_equal_both_ways(family, seed, tmp_path, llama64):
+    model = _model(70 + seed, **_drawn_config(seed, family))
+    hf_model = _round_trips(model, tmp_path, atol=1e-10)
+    assert type(hf_model).__name__ == hf.FAMILIES[family]
 
 
 def test_llama_float32_functions_are_the_whole_difference(llama64):
