@@ -1,389 +1,383 @@
-"""Conferências dos exercícios do notebook 07_blocos (tpt.exercises.blocks)."""
+"""Conferências dos exercícios do notebook 07_blocos (tpt.exercises.blocks).
+
+Para cada exercício: respostas certas em estilos diferentes passam, e cada classe de
+resposta errada da issue dos exercícios é recusada com a mensagem certa (entrada
+modificada no lugar, gradiente cortado, operação proibida por outro nome, tabela dos
+casos fixos, enganos típicos).
+"""
 
 from __future__ import annotations
 
+import functools
+
+import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 import tpt
-from tpt.exercises import blocks as ex
+from tpt.exercises import checks
 
-# --------------------------------------------------------------------------------------
-# Soluções de referência e respostas erradas típicas
-# --------------------------------------------------------------------------------------
-
-
-def ffn_conv(x, ffn):
-    h = x.transpose(1, 2)  # (b, d, t)
-    h = F.conv1d(h, ffn.linear1.weight.unsqueeze(-1), ffn.linear1.bias)  # (b, d_ff, t)
-    h = F.conv1d(F.relu(h), ffn.linear2.weight.unsqueeze(-1), ffn.linear2.bias)  # (b, d, t)
-    return h.transpose(1, 2)  # (b, t, d)
-
-
-def pre_norm_layer(x, self_attn, ffn, norm1, norm2):
-    out, _ = self_attn(norm1(x))
-    x = x + out
-    return x + ffn(norm2(x))
-
-
-def encoder_layer_params(d, d_ff):
-    return (4 * d * d + 4 * d) + (2 * d * d_ff + d_ff + d) + 2 * (2 * d)
+ex = checks("blocks")
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Escreva sua solução aqui")
 
 
-def _pending(out: str) -> bool:
-    return "⏳" in out and "ainda não resolvido" in out
+def _accepted(check, answer, capsys) -> None:
+    result = check(answer)
+    out = capsys.readouterr().out
+    assert result is True, out
+    assert "✅" in out
 
 
 def _rejected(check, answer, capsys, *fragments: str) -> str:
-    assert check(answer) is False
+    result = check(answer)
     out = capsys.readouterr().out
+    assert result is False, out
     assert "❌" in out, out
     for fragment in fragments:
-        assert fragment in out, f"esperava {fragment!r} em:\n{out}"
+        assert fragment.lower() in out.lower(), f"esperava {fragment!r} em:\n{out}"
     return out
 
 
+def test_only_checks_are_visible():
+    assert dir(ex) == [
+        "check_encoder_layer_flops",
+        "check_ffn_as_convolution",
+        "check_parallel_block",
+    ]
+    for hidden in ("_measured_flops", "_parallel_reference", "_FLOP_MISTAKES", "FeedForward"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, hidden)
+
+
+@pytest.mark.parametrize(
+    "check", [ex.check_ffn_as_convolution, ex.check_parallel_block, ex.check_encoder_layer_flops]
+)
+def test_stub_is_pending(check, capsys):
+    assert check(stub) is False
+    out = capsys.readouterr().out
+    assert "⏳" in out and "ainda não resolvido" in out
+
+
 # --------------------------------------------------------------------------------------
-# Exercício 1: FFN como convolução
+# Exercício 1: a FFN como duas convoluções
 # --------------------------------------------------------------------------------------
+def ffn_conv(x, ffn):
+    h = x.transpose(1, 2)  # (b, d, t)
+    h = F.relu(F.conv1d(h, ffn.linear1.weight.unsqueeze(-1), ffn.linear1.bias))
+    return F.conv1d(h, ffn.linear2.weight.unsqueeze(-1), ffn.linear2.bias).transpose(1, 2)
 
 
-def test_conv_reference_passes(capsys):
-    assert ex.check_ffn_as_convolution(ffn_conv) is True
-    assert "✅" in capsys.readouterr().out
+def conv_modules(x, ffn):
+    d, d_ff = ffn.linear1.in_features, ffn.linear1.out_features
+    conv1, conv2 = nn.Conv1d(d, d_ff, 1), nn.Conv1d(d_ff, d, 1)
+    conv1.weight = nn.Parameter(ffn.linear1.weight[:, :, None])  # mesmos tensores: gradiente
+    conv1.bias, conv2.bias = ffn.linear1.bias, ffn.linear2.bias
+    conv2.weight = nn.Parameter(ffn.linear2.weight[:, :, None])
+    return conv2(torch.relu(conv1(x.permute(0, 2, 1)))).permute(0, 2, 1)
 
 
-def test_conv_with_conv1d_modules_passes(capsys):
-    def with_modules(x, ffn):
-        d, d_ff = ffn.linear1.in_features, ffn.linear1.out_features
-        conv1, conv2 = nn.Conv1d(d, d_ff, 1), nn.Conv1d(d_ff, d, 1)
+def torch_conv(x, ffn):
+    h = torch.conv1d(x.mT, ffn.linear1.weight[..., None], ffn.linear1.bias).relu()
+    return torch.conv1d(h, ffn.linear2.weight[..., None], ffn.linear2.bias).mT
+
+
+@pytest.mark.parametrize("answer", [ffn_conv, torch_conv], ids=["F.conv1d", "torch.conv1d"])
+def test_conv_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_ffn_as_convolution, answer, capsys)
+
+
+def test_conv_modules_built_from_detached_weights_lose_the_gradient(capsys):
+    # nn.Parameter(peso[..., None]) cria uma folha nova: o gradiente não chega a ffn.
+    _rejected(ex.check_ffn_as_convolution, conv_modules, capsys, "gradiente")
+
+
+def _linear_default(x, ffn, _lin=F.linear):
+    h = F.relu(_lin(x, ffn.linear1.weight, ffn.linear1.bias))
+    return _lin(h, ffn.linear2.weight, ffn.linear2.bias)
+
+
+_LINEAR_PARTIAL = functools.partial(F.linear)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda x, ffn: ffn(x),
+        lambda x, ffn: ffn.linear2(F.relu(ffn.linear1(x))),
+        _linear_default,
+        lambda x, ffn: _LINEAR_PARTIAL(
+            F.relu(_LINEAR_PARTIAL(x, ffn.linear1.weight, ffn.linear1.bias)),
+            ffn.linear2.weight,
+            ffn.linear2.bias,
+        ),
+        lambda x, ffn: torch.ops.aten.addmm(
+            ffn.linear2.bias,
+            F.relu(x.reshape(-1, x.shape[-1]) @ ffn.linear1.weight.T + ffn.linear1.bias),
+            ffn.linear2.weight.T,
+        ).reshape(x.shape),
+        lambda x, ffn: (
+            torch.einsum(
+                "btf,df->btd",
+                F.relu(torch.einsum("btd,fd->btf", x, ffn.linear1.weight) + ffn.linear1.bias),
+                ffn.linear2.weight,
+            )
+            + ffn.linear2.bias
+        ),
+    ],
+    ids=["ffn(x)", "linear1", "argumento-padrao", "partial", "aten", "einsum"],
+)
+def test_conv_matrix_products_are_seen_whatever_the_name(answer, capsys):
+    _rejected(ex.check_ffn_as_convolution, answer, capsys, "multiplicou matrizes")
+
+
+def test_conv_hidden_matmul_beside_two_convs_is_seen(capsys):
+    def both(x, ffn):
+        _ = x @ ffn.linear1.weight.T  # uma conta a mais, escondida
+        return ffn_conv(x, ffn)
+
+    _rejected(ex.check_ffn_as_convolution, both, capsys, "multiplicou matrizes", "mm")
+
+
+def test_conv_count_is_enforced(capsys):
+    def three(x, ffn):
+        F.conv1d(x.transpose(1, 2), ffn.linear1.weight.unsqueeze(-1))
+        return ffn_conv(x, ffn)
+
+    _rejected(ex.check_ffn_as_convolution, three, capsys, "contei 3 convolução(ões)")
+
+
+def test_conv_in_place_change_of_x_is_named(capsys):
+    def sneaky(x, ffn):
+        out = ffn_conv(x, ffn)
+        x.zero_()
+        return out
+
+    _rejected(ex.check_ffn_as_convolution, sneaky, capsys, "modificou `x` no lugar")
+
+
+def test_conv_in_place_change_of_ffn_is_named(capsys):
+    def sneaky(x, ffn):
         with torch.no_grad():
-            conv1.weight.copy_(ffn.linear1.weight[:, :, None])
-            conv1.bias.copy_(ffn.linear1.bias)
-            conv2.weight.copy_(ffn.linear2.weight[:, :, None])
-            conv2.bias.copy_(ffn.linear2.bias)
-        return conv2(torch.relu(conv1(x.permute(0, 2, 1)))).permute(0, 2, 1)
+            ffn.linear1.bias.zero_()  # "zera o viés" e depois usa os pesos
+        return ffn_conv(x, ffn)
 
-    assert ex.check_ffn_as_convolution(with_modules) is True
-    assert "✅" in capsys.readouterr().out
+    _rejected(ex.check_ffn_as_convolution, sneaky, capsys, "modificou `ffn` no lugar")
 
 
-def test_conv_torch_conv1d_name_is_counted(capsys):
-    def via_torch(x, ffn):
-        h = torch.conv1d(x.mT, ffn.linear1.weight[..., None], ffn.linear1.bias)
-        return torch.conv1d(h.relu(), ffn.linear2.weight[..., None], ffn.linear2.bias).mT
+def test_conv_no_grad_and_detach_are_rejected(capsys):
+    def under_no_grad(x, ffn):
+        with torch.no_grad():
+            return ffn_conv(x, ffn)
 
-    assert ex.check_ffn_as_convolution(via_torch) is True
-    capsys.readouterr()
-
-
-def test_conv_stub_is_pending(capsys):
-    assert ex.check_ffn_as_convolution(stub) is False
-    assert _pending(capsys.readouterr().out)
-
-
-def test_conv_calling_the_module_is_forbidden(capsys):
-    _rejected(ex.check_ffn_as_convolution, lambda x, ffn: ffn(x), capsys, "F.linear")
+    _rejected(ex.check_ffn_as_convolution, under_no_grad, capsys, "não tem gradiente")
+    _rejected(
+        ex.check_ffn_as_convolution,
+        lambda x, ffn: ffn_conv(x, ffn).detach(),
+        capsys,
+        "não tem gradiente",
+    )
 
 
-def test_conv_calling_f_linear_is_forbidden(capsys):
-    def linear(x, ffn):
-        h = F.relu(F.linear(x, ffn.linear1.weight, ffn.linear1.bias))
-        return F.linear(h, ffn.linear2.weight, ffn.linear2.bias)
-
-    _rejected(ex.check_ffn_as_convolution, linear, capsys, "F.linear")
-
-
-def test_conv_matmul_without_conv_is_rejected(capsys):
-    def matmul(x, ffn):
-        h = F.relu(x @ ffn.linear1.weight.T + ffn.linear1.bias)
-        return h @ ffn.linear2.weight.T + ffn.linear2.bias
-
-    _rejected(ex.check_ffn_as_convolution, matmul, capsys, "contei 0 chamada(s) de F.conv1d")
-
-
-def test_conv_without_transpose_gets_a_portuguese_hint(capsys):
+def test_conv_without_transpose_is_diagnosed(capsys):
     def no_transpose(x, ffn):
-        h = F.conv1d(x, ffn.linear1.weight.unsqueeze(-1), ffn.linear1.bias)
-        return F.conv1d(F.relu(h), ffn.linear2.weight.unsqueeze(-1), ffn.linear2.bias)
+        h = F.relu(F.conv1d(x, ffn.linear1.weight.unsqueeze(-1), ffn.linear1.bias))
+        return F.conv1d(h, ffn.linear2.weight.unsqueeze(-1), ffn.linear2.bias)
 
     _rejected(ex.check_ffn_as_convolution, no_transpose, capsys, "misturou posições")
 
 
-def test_conv_runtime_error_gets_a_portuguese_hint(capsys):
-    def flat_weight(x, ffn):
-        h = F.conv1d(x.transpose(1, 2), ffn.linear1.weight, ffn.linear1.bias)  # peso 2-D
-        return F.conv1d(F.relu(h), ffn.linear2.weight, ffn.linear2.bias).transpose(1, 2)
-
-    _rejected(ex.check_ffn_as_convolution, flat_weight, capsys, "PyTorch reclamou", "unsqueeze")
-
-
-def test_conv_missing_final_transpose(capsys):
-    def no_final(x, ffn):
-        return ffn_conv(x, ffn).transpose(1, 2)
-
-    _rejected(ex.check_ffn_as_convolution, no_final, capsys, "Transponha de volta")
-
-
-def test_conv_missing_relu(capsys):
+def test_conv_typical_mistakes(capsys):
     def no_relu(x, ffn):
-        h = F.conv1d(x.transpose(1, 2), ffn.linear1.weight.unsqueeze(-1), ffn.linear1.bias)
-        return F.conv1d(h, ffn.linear2.weight.unsqueeze(-1), ffn.linear2.bias).transpose(1, 2)
+        h = F.conv1d(x.mT, ffn.linear1.weight[..., None], ffn.linear1.bias)
+        return F.conv1d(h, ffn.linear2.weight[..., None], ffn.linear2.bias).mT
 
-    _rejected(ex.check_ffn_as_convolution, no_relu, capsys, "ReLU")
-
-
-def test_conv_missing_bias(capsys):
     def no_bias(x, ffn):
-        h = F.conv1d(x.transpose(1, 2), ffn.linear1.weight.unsqueeze(-1))
-        return F.conv1d(F.relu(h), ffn.linear2.weight.unsqueeze(-1)).transpose(1, 2)
+        h = F.conv1d(x.mT, ffn.linear1.weight[..., None]).relu()
+        return F.conv1d(h, ffn.linear2.weight[..., None]).mT
 
-    _rejected(ex.check_ffn_as_convolution, no_bias, capsys, "vieses")
+    _rejected(ex.check_ffn_as_convolution, no_relu, capsys, "faltou o ReLU")
+    _rejected(ex.check_ffn_as_convolution, no_bias, capsys, "faltaram os vieses")
+    _rejected(
+        ex.check_ffn_as_convolution,
+        lambda x, ffn: ffn_conv(x, ffn).transpose(1, 2),
+        capsys,
+        "Transponha de volta",
+    )
 
 
-def test_conv_three_calls_rejected(capsys):
-    def three(x, ffn):
-        F.conv1d(x.transpose(1, 2), ffn.linear1.weight.unsqueeze(-1))  # chamada a mais
-        return ffn_conv(x, ffn)
+def test_conv_student_error_is_explained(capsys):
+    def flat_weight(x, ffn):
+        return F.conv1d(x.transpose(1, 2), ffn.linear1.weight, ffn.linear1.bias)
 
-    _rejected(ex.check_ffn_as_convolution, three, capsys, "contei 3")
-
-
-def test_conv_check_restores_functions(capsys):
-    linear, conv = F.linear, F.conv1d
-    ex.check_ffn_as_convolution(lambda x, ffn: ffn(x))
-    capsys.readouterr()
-    assert F.linear is linear and F.conv1d is conv and torch.conv1d is conv
+    _rejected(
+        ex.check_ffn_as_convolution, flat_weight, capsys, "levantou RuntimeError", "unsqueeze"
+    )
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: pré-normalização
+# Exercício 2: o bloco paralelo
 # --------------------------------------------------------------------------------------
+def parallel_block(x, self_attn, ffn, norm):
+    h = norm(x)
+    attn_out, _ = self_attn(h)
+    return x + attn_out + ffn(h)
 
 
-def test_pre_norm_reference_passes(capsys):
-    assert ex.check_pre_norm_layer(pre_norm_layer) is True
-    assert "✅" in capsys.readouterr().out
+def parallel_twice(x, self_attn, ffn, norm):
+    return x + ffn(norm(x)) + self_attn(norm(x), need_weights=True)[0]
 
 
-def test_pre_norm_alternative_style_passes(capsys):
-    def one_liner(x, self_attn, ffn, norm1, norm2):
-        h = x + self_attn(norm1(x), need_weights=False)[0]
-        return torch.add(h, ffn(norm2(h)))
-
-    assert ex.check_pre_norm_layer(one_liner) is True
-    capsys.readouterr()
+@pytest.mark.parametrize(
+    "answer", [parallel_block, parallel_twice], ids=["uma-norma", "duas-vezes"]
+)
+def test_parallel_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_parallel_block, answer, capsys)
 
 
-def test_pre_norm_stub_is_pending(capsys):
-    assert ex.check_pre_norm_layer(stub) is False
-    assert _pending(capsys.readouterr().out)
+def test_parallel_matches_the_definition_with_tpt_pieces():
+    layer = tpt.EncoderLayer(8, 2, 16, dropout=0.0, norm_first=True).eval()
+    x = torch.randn(2, 5, 8)
+    h = layer.norm1(x)
+    expected = x + layer.self_attn(h)[0] + layer.ffn(h)
+    assert torch.allclose(parallel_block(x, layer.self_attn, layer.ffn, layer.norm1), expected)
 
 
-def test_pre_norm_post_norm_is_reported(capsys):
-    def post(x, self_attn, ffn, norm1, norm2):
-        x = norm1(x + self_attn(x)[0])
-        return norm2(x + ffn(x))
-
-    _rejected(ex.check_pre_norm_layer, post, capsys, "pós-normalização")
-
-
-def test_pre_norm_normalized_stream_is_reported(capsys):
-    def normalized(x, self_attn, ffn, norm1, norm2):
-        x = norm1(x)
-        x = x + self_attn(x)[0]
-        x = norm2(x)
-        return x + ffn(x)
-
-    _rejected(ex.check_pre_norm_layer, normalized, capsys, "fluxo normalizado")
-
-
-def test_pre_norm_swapped_norms(capsys):
-    def swapped(x, self_attn, ffn, norm1, norm2):
-        return pre_norm_layer(x, self_attn, ffn, norm2, norm1)
-
-    _rejected(ex.check_pre_norm_layer, swapped, capsys, "normas estão trocadas")
-
-
-def test_pre_norm_missing_ffn_residual(capsys):
-    def no_res(x, self_attn, ffn, norm1, norm2):
-        x = x + self_attn(norm1(x))[0]
-        return ffn(norm2(x))
-
-    _rejected(ex.check_pre_norm_layer, no_res, capsys, "residual da FFN")
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (
+            lambda x, a, f, n: (lambda y: y + f(n(y)))(x + a(n(x))[0]),
+            "bloco sequencial",
+        ),
+        (lambda x, a, f, n: a(n(x))[0] + f(n(x)), "faltou a conexão residual"),
+        (lambda x, a, f, n: n(x) + a(n(x))[0] + f(n(x)), "fluxo normalizado"),
+        (lambda x, a, f, n: x + a(x)[0] + f(x), "sem normalizar"),
+        (lambda x, a, f, n: n(x + a(x)[0] + f(x)), "normalizou a soma no fim"),
+        (lambda x, a, f, n: x + a(n(x))[0] + f(a(n(x))[0]), "a FFN leu a saída da atenção"),
+    ],
+    ids=[
+        "sequencial",
+        "sem-residual",
+        "residual-normalizada",
+        "sem-norma",
+        "pos-norma",
+        "ffn-depois",
+    ],
+)
+def test_parallel_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_parallel_block, answer, capsys, fragment)
 
 
-def test_pre_norm_missing_attention_residual(capsys):
-    def no_res(x, self_attn, ffn, norm1, norm2):
-        x = self_attn(norm1(x))[0]
-        return x + ffn(norm2(x))
+@pytest.mark.parametrize("name", ["x", "self_attn", "ffn", "norm"])
+def test_parallel_in_place_change_of_each_input_is_named(name, capsys):
+    def sneaky(x, self_attn, ffn, norm):
+        out = parallel_block(x, self_attn, ffn, norm)
+        target = {"x": x, "self_attn": self_attn, "ffn": ffn, "norm": norm}[name]
+        with torch.no_grad():
+            (target if name == "x" else next(target.parameters())).mul_(1.0001)
+        return out
 
-    _rejected(ex.check_pre_norm_layer, no_res, capsys, "residual da autoatenção")
-
-
-def test_pre_norm_extra_final_norm(capsys):
-    def extra(x, self_attn, ffn, norm1, norm2):
-        return norm2(pre_norm_layer(x, self_attn, ffn, norm1, norm2))
-
-    _rejected(ex.check_pre_norm_layer, extra, capsys, "normalizou a saída no fim")
+    _rejected(ex.check_parallel_block, sneaky, capsys, f"modificou `{name}` no lugar")
 
 
-def test_pre_norm_tuple_gets_hint(capsys):
-    def tuple_bug(x, self_attn, ffn, norm1, norm2):
-        x = x + self_attn(norm1(x))
-        return x + ffn(norm2(x))
+def test_parallel_no_grad_and_partial_detach_are_rejected(capsys):
+    def under_no_grad(x, a, f, n):
+        with torch.no_grad():
+            return parallel_block(x, a, f, n)
 
-    _rejected(ex.check_pre_norm_layer, tuple_bug, capsys, "devolve um par")
+    def frozen_ffn(x, a, f, n):
+        h = n(x)
+        return x + a(h)[0] + f(h.detach())  # o gradiente não volta pela FFN até x e à norma
 
-
-def test_pre_norm_calling_torch_layer_is_forbidden(capsys):
-    def cheat(x, self_attn, ffn, norm1, norm2):
-        d = x.shape[-1]
-        layer = nn.TransformerEncoderLayer(
-            d, self_attn.num_heads, ffn.ff_dim, dropout=0.0, batch_first=True, norm_first=True
-        ).eval()
-        return layer(x)
-
-    _rejected(ex.check_pre_norm_layer, cheat, capsys, "camada pronta")
-
-
-def test_pre_norm_calling_tpt_layer_is_forbidden(capsys):
-    def cheat(x, self_attn, ffn, norm1, norm2):
-        layer = tpt.EncoderLayer(x.shape[-1], self_attn.num_heads, ffn.ff_dim, norm_first=True)
-        layer.self_attn, layer.ffn, layer.norm1, layer.norm2 = self_attn, ffn, norm1, norm2
-        return layer.eval()(x)
-
-    _rejected(ex.check_pre_norm_layer, cheat, capsys, "camada pronta")
-
-
-def test_pre_norm_calling_attention_twice_is_rejected(capsys):
-    def twice(x, self_attn, ffn, norm1, norm2):
-        self_attn(norm1(x))
-        return pre_norm_layer(x, self_attn, ffn, norm1, norm2)
-
-    _rejected(ex.check_pre_norm_layer, twice, capsys, "self_attn: 2")
-
-
-def test_pre_norm_check_restores_forward(capsys):
-    forward = tpt.EncoderLayer.forward
-    torch_forward = nn.TransformerEncoderLayer.forward
-    ex.check_pre_norm_layer(pre_norm_layer)
-    capsys.readouterr()
-    assert tpt.EncoderLayer.forward is forward
-    assert nn.TransformerEncoderLayer.forward is torch_forward
-
-
-def test_checks_do_not_touch_the_global_generator(capsys):
-    torch.manual_seed(123)
-    expected = torch.rand(3)
-    torch.manual_seed(123)
-    ex.check_pre_norm_layer(pre_norm_layer)
-    ex.check_ffn_as_convolution(ffn_conv)
-    capsys.readouterr()
-    assert torch.equal(torch.rand(3), expected)
+    _rejected(ex.check_parallel_block, under_no_grad, capsys, "não tem gradiente")
+    _rejected(ex.check_parallel_block, frozen_ffn, capsys, "o gradiente em relação a")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: contagem de parâmetros
+# Exercício 3: os FLOPs de uma camada do encoder
 # --------------------------------------------------------------------------------------
+def encoder_layer_flops(d, d_ff, t):
+    return 8 * t * d * d + 4 * t * t * d + 4 * t * d * d_ff
 
 
-def test_params_reference_passes(capsys):
-    assert ex.check_encoder_layer_params(encoder_layer_params) is True
-    out = capsys.readouterr().out
-    assert "✅" in out
-    assert "3.152.384" in out  # d = 512, d_ff = 2048
+def flops_by_parts(d, d_ff, t):
+    projections = 4 * (2 * t * d * d)
+    attention = 2 * (2 * t * t * d)
+    ffn = 2 * (2 * t * d * d_ff)
+    return float(projections + attention + ffn)  # um float inteiro também vale
 
 
-def test_params_expanded_formula_passes(capsys):
-    assert ex.check_encoder_layer_params(lambda d, f: 4 * d**2 + 2 * d * f + 9 * d + f) is True
-    capsys.readouterr()
+@pytest.mark.parametrize(
+    "answer", [encoder_layer_flops, flops_by_parts], ids=["direto", "por-partes-float"]
+)
+def test_flops_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_encoder_layer_flops, answer, capsys)
 
 
-def test_params_stub_is_pending(capsys):
-    assert ex.check_encoder_layer_params(stub) is False
-    assert _pending(capsys.readouterr().out)
+@pytest.mark.parametrize(("d", "h", "d_ff", "t"), [(8, 2, 32, 1), (12, 3, 20, 7), (30, 5, 7, 33)])
+def test_flops_formula_is_what_flop_counter_measures(d, h, d_ff, t):
+    layer = tpt.EncoderLayer(d, h, d_ff, dropout=0.0, fused=False).eval()
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        layer(torch.randn(1, t, d))
+    assert counter.get_total_flops() == encoder_layer_flops(d, d_ff, t)
 
 
-def test_params_building_modules_is_forbidden(capsys):
-    def build(d, d_ff):
-        layer = tpt.EncoderLayer(d, 1, d_ff)
-        return sum(p.numel() for p in layer.parameters())
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda d, f, t: encoder_layer_flops(d, f, t) // 2, "multiplicações-e-somas (MACs)"),
+        (lambda d, f, t: 8 * t * d * d + 4 * t * d * f, "faltam as duas multiplicações da própria"),
+        (lambda d, f, t: 8 * t * d * d + 2 * t * t * d + 4 * t * d * f, "falta uma das duas multi"),
+        (
+            lambda d, f, t: 6 * t * d * d + 4 * t * t * d + 4 * t * d * f,
+            "falta a projeção de saída",
+        ),
+        (lambda d, f, t: encoder_layer_flops(d, 4 * d, t), "d_ff = 4d fixo"),
+        (
+            lambda d, f, t: 8 * t * d * d + 4 * t * t * d + 2 * t * d * f,
+            "uma das duas matrizes da FFN",
+        ),
+        (lambda d, f, t: encoder_layer_flops(d, f, t) // t, "por token"),
+        (lambda d, f, t: encoder_layer_flops(d, f, t) + 1, "Some as multiplicações"),
+    ],
+    ids=["macs", "sem-t2", "meio-t2", "sem-wo", "dff-fixo", "meia-ffn", "por-token", "outro"],
+)
+def test_flops_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    out = _rejected(ex.check_encoder_layer_flops, answer, capsys, fragment, "FlopCounterMode mediu")
+    if fragment == "Some as multiplicações":
+        assert "Parece" not in out and "MACs" not in out  # nenhum diagnóstico sem teste
 
-    _rejected(ex.check_encoder_layer_params, build, capsys, "fórmula em d e d_ff")
 
-
-def test_params_float_is_rejected(capsys):
+def test_flops_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    table = {(8, 32, 1): 1568, (12, 20, 7): 17136, (16, 64, 16): 0}
+    table[(16, 64, 16)] = encoder_layer_flops(16, 64, 16)
+    assert all(v == encoder_layer_flops(*k) for k, v in table.items())
     _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: float(encoder_layer_params(d, f)),
-        capsys,
-        "inteiro",
+        ex.check_encoder_layer_flops, lambda d, f, t: table.get((d, f, t), 0), capsys, "mediu"
     )
 
 
-def test_params_without_norms(capsys):
+def test_flops_measuring_instead_of_a_formula_is_rejected(capsys):
+    def measure(d, d_ff, t):
+        with torch.device("meta"):
+            layer = tpt.EncoderLayer(d, 1, d_ff, dropout=0.0, fused=False)
+            x = torch.empty(1, t, d)
+        with FlopCounterMode(display=False) as counter:
+            layer(x)
+        return counter.get_total_flops()
+
+    _rejected(ex.check_encoder_layer_flops, measure, capsys, "rodou operações do PyTorch")
+
+
+def test_flops_non_integer_is_explained(capsys):
     _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: encoder_layer_params(d, f) - 4 * d,
+        ex.check_encoder_layer_flops,
+        lambda d, f, t: encoder_layer_flops(d, f, t) / 3,
         capsys,
-        "LayerNorm",
+        "número inteiro de FLOPs",
     )
-
-
-def test_params_one_norm(capsys):
-    _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: encoder_layer_params(d, f) - 2 * d,
-        capsys,
-        "a camada tem duas",
-    )
-
-
-def test_params_without_biases(capsys):
-    _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: 4 * d * d + 2 * d * f + 4 * d,
-        capsys,
-        "Faltam todos os vieses",
-    )
-
-
-def test_params_without_ffn_biases(capsys):
-    _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: 4 * d * d + 4 * d + 2 * d * f + 4 * d,
-        capsys,
-        "vieses da FFN",
-    )
-
-
-def test_params_fixed_4d(capsys):
-    _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: encoder_layer_params(d, 4 * d),
-        capsys,
-        "d_ff = 4d fixo",
-    )
-
-
-def test_params_without_output_projection(capsys):
-    _rejected(
-        ex.check_encoder_layer_params,
-        lambda d, f: encoder_layer_params(d, f) - d * d - d,
-        capsys,
-        "W_O",
-    )
-
-
-def test_params_check_restores_module_init(capsys):
-    init = nn.Module.__init__
-    ex.check_encoder_layer_params(lambda d, f: nn.Linear(d, f) and 0)
-    capsys.readouterr()
-    assert nn.Module.__init__ is init
-    nn.Linear(2, 2)  # ainda funciona

@@ -259,3 +259,82 @@ def test_checks_show_only_the_checks():
         ex._reference_softmax  # noqa: B018
     with pytest.raises(ValueError, match="não há exercícios chamados 'nada'"):
         checks("nada")
+
+
+# --------------------------------------------------------------------------------------
+# Auxiliares que vieram dos módulos dos notebooks
+# --------------------------------------------------------------------------------------
+def test_python_calls_see_a_function_under_any_name():
+    import tpt.masks as masks
+    from tpt.exercises import functions_from_file, record_python_calls
+
+    hidden = functools.partial(masks.causal_mask, 3)
+
+    def with_default(t, _f=masks.causal_mask):
+        return _f(t)
+
+    for answer in (lambda: masks.causal_mask(3), lambda: hidden(), lambda: with_default(3)):
+        with record_python_calls() as ran:
+            answer()
+        assert "causal_mask" in functions_from_file(ran, masks.__file__)
+    with record_python_calls() as ran:
+        torch.ones(3, 3, dtype=torch.bool).triu(1)
+    assert not functions_from_file(ran, masks.__file__)
+
+
+def test_modules_that_ran_are_recorded_whatever_the_name():
+    from tpt.exercises import record_modules
+
+    class Renamed(torch.nn.Linear):
+        pass
+
+    with record_modules() as seen:
+        Renamed(2, 2)(torch.randn(1, 2))
+    assert Renamed in seen and issubclass(next(iter(seen)), torch.nn.Linear)
+
+
+def test_torch_calls_see_leaving_pytorch():
+    from tpt.exercises import record_torch_calls
+
+    with record_torch_calls() as names:
+        torch.randn(3).tolist()
+    assert "tolist" in names
+
+
+def test_watch_autograd_counts_saved_tensors():
+    from tpt.exercises import watch_autograd
+
+    x = torch.randn(3, requires_grad=True)
+    with watch_autograd() as saved:
+        (x * x).sum()
+    assert saved[0] > 0
+    with watch_autograd() as saved:
+        (x.detach() * 2).sum()
+    assert saved[0] == 0
+
+
+def test_twin_variants_give_no_diagnosis_and_nan_places_count():
+    from tpt.exercises import same_values, unambiguous
+
+    a = torch.tensor([1.0, float("nan")])
+    assert same_values(a, a.clone(), 0.0) and not same_values(a, torch.tensor([1.0, 2.0]), 0.0)
+    twins = [("erro A.", torch.zeros(2)), ("erro B.", torch.zeros(2)), ("erro C.", torch.ones(2))]
+    assert [d for d, _ in unambiguous(twins, 1e-9)] == ["erro C."]
+    with pytest.raises(ExerciseError) as err:
+        expect_close(torch.zeros(2), torch.full((2,), 5.0), "No caso", variants=twins)
+    assert "erro" not in str(err.value)
+
+
+def test_seed_note_randint_and_finite_gradient():
+    from tpt.exercises import expect_finite_gradient, randint, seed_note
+
+    assert seed_note(None) == "" and seed_note(12) == " (caso sorteado, semente 12)"
+    g = torch.Generator().manual_seed(0)
+    assert {randint(g, 2, 3) for _ in range(50)} == {2, 3}
+
+    def hidden_division(x):
+        return (x / x.sum()).nan_to_num(0.0)
+
+    with pytest.raises(ExerciseError, match="NaN ou infinito.*dica"):
+        expect_finite_gradient(hidden_division, {"x": torch.zeros(2, 3)}, "x", "No caso", "dica")
+    expect_finite_gradient(lambda x: x * 2, {"x": torch.zeros(2, 3)}, "x", "No caso", "dica")

@@ -1,402 +1,466 @@
-"""Conferências dos exercícios do notebook 08_encoder_decoder (tpt.exercises.seq2seq)."""
+"""Conferências dos exercícios do notebook 08_encoder_decoder (tpt.exercises.seq2seq).
+
+Para cada exercício: respostas certas em estilos diferentes passam, e cada classe de
+resposta errada da issue dos exercícios é recusada com a mensagem certa (entrada
+modificada no lugar, gradiente cortado, operação proibida por outro nome, laço escondido,
+enganos típicos).
+"""
 
 from __future__ import annotations
 
-import math
+import functools
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import tpt
-from tpt.exercises import seq2seq as ex
+from tpt.exercises import checks
+
+ex = checks("seq2seq")
 
 
 def stub(*args, **kwargs):
     raise NotImplementedError("Escreva sua solução aqui")
 
 
-def _run(check, answer, capsys) -> tuple[bool, str]:
+def _accepted(check, answer, capsys) -> None:
     result = check(answer)
-    return result, capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert result is True, out
+    assert "✅" in out
 
 
-def _pending(out: str) -> bool:
-    return "⏳" in out and "ainda não resolvido" in out
+def _rejected(check, answer, capsys, *fragments: str) -> str:
+    result = check(answer)
+    out = capsys.readouterr().out
+    assert result is False, out
+    assert "❌" in out, out
+    for fragment in fragments:
+        assert fragment in out, f"esperava {fragment!r} em:\n{out}"
+    return out
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 1: atenção cruzada
-# --------------------------------------------------------------------------------------
-def _heads(x, h):
-    b, n, d = x.shape
-    return x.view(b, n, h, d // h).transpose(1, 2)  # (b, h, n, d_h)
-
-
-def cross_attention(x, memory, q_proj, k_proj, v_proj, out_proj, num_heads, mask=None):
-    b, t, d = x.shape
-    q = _heads(q_proj(x), num_heads)  # (b, h, t, d_h)
-    k = _heads(k_proj(memory), num_heads)  # (b, h, s, d_h)
-    v = _heads(v_proj(memory), num_heads)  # (b, h, s, d_h)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d // num_heads)  # (b, h, t, s)
-    if mask is not None:
-        scores = scores.masked_fill(mask[:, None, None, :], float("-inf"))
-    weights = scores.softmax(dim=-1)
-    out = (weights @ v).transpose(1, 2).reshape(b, t, d)
-    return out_proj(out), weights
-
-
-def _variant(**changes):
-    """Uma resposta com UM engano, para ver a mensagem sob medida."""
-
-    def answer(x, memory, q_proj, k_proj, v_proj, out_proj, num_heads, mask=None):
-        b, t, d = x.shape
-        d_h = d // num_heads
-        query_src, kv_src = (memory, x) if changes.get("swap") else (x, memory)
-        if changes.get("self"):
-            kv_src = x
-        q = _heads(q_proj(query_src), num_heads)
-        if changes.get("reshape_with_t"):
-            k = k_proj(kv_src).view(b, t, num_heads, d_h).transpose(1, 2)
-        else:
-            k = _heads(k_proj(kv_src), num_heads)
-        v = _heads(v_proj(kv_src), num_heads)
-        scale = {"model": math.sqrt(d), "none": 1.0}.get(changes.get("scale"), math.sqrt(d_h))
-        scores = q @ k.transpose(-2, -1) / scale
-        if mask is not None and not changes.get("no_mask") and not changes.get("self"):
-            blocked = ~mask if changes.get("invert_mask") else mask
-            scores = scores.masked_fill(blocked[:, None, None, :], float("-inf"))
-        weights = scores.softmax(dim=-2 if changes.get("softmax_queries") else -1)
-        out = weights @ v
-        n = out.shape[2]
-        if changes.get("no_transpose"):
-            out = out.reshape(b, n, d)
-        else:
-            out = out.transpose(1, 2).reshape(b, n, d)
-        if not changes.get("no_out_proj"):
-            out = out_proj(out)
-        return out, weights
-
-    return answer
-
-
-def test_cross_attention_reference_passes(capsys):
-    ok, out = _run(ex.check_cross_attention, cross_attention, capsys)
-    assert ok is True and "✅" in out
-
-
-def test_cross_attention_alternative_style_passes(capsys):
-    # Com einsum e F.softmax, e -1e9 no lugar de -inf: também vale.
-    def with_einsum(x, memory, q_proj, k_proj, v_proj, out_proj, num_heads, mask=None):
-        b, t, d = x.shape
-        s, h = memory.shape[1], num_heads
-        q = q_proj(x).reshape(b, t, h, d // h)
-        k = k_proj(memory).reshape(b, s, h, d // h)
-        v = v_proj(memory).reshape(b, s, h, d // h)
-        scores = torch.einsum("bthe,bshe->bhts", q, k) / (d // h) ** 0.5
-        if mask is not None:
-            scores = scores.masked_fill(mask.view(b, 1, 1, s), -1e9)
-        weights = F.softmax(scores, dim=-1)
-        out = torch.einsum("bhts,bshe->bthe", weights, v).reshape(b, t, d)
-        return out_proj(out), weights
-
-    ok, out = _run(ex.check_cross_attention, with_einsum, capsys)
-    assert ok is True, out
-
-
-def test_cross_attention_stub_is_pending(capsys):
-    ok, out = _run(ex.check_cross_attention, stub, capsys)
-    assert ok is False and _pending(out)
+def test_only_checks_are_visible():
+    assert dir(ex) == [
+        "check_exact_match",
+        "check_pre_norm_decoder_layer",
+        "check_smoothed_cross_entropy",
+    ]
+    for hidden in ("_decoder_reference", "_smoothed_reference", "_match_variants", "F"):
+        with pytest.raises(AttributeError, match="não é um dos exercícios"):
+            getattr(ex, hidden)
 
 
 @pytest.mark.parametrize(
-    ("changes", "message"),
-    [
-        ({"swap": True}, "as consultas vieram do encoder"),
-        ({"self": True}, "Isso é autoatenção"),
-        ({"reshape_with_t": True}, "use memory.shape[1]"),
-        ({"scale": "model"}, "sqrt(d), a largura do modelo"),
-        ({"scale": "none"}, "dividiu as pontuações por nada"),
-        ({"no_mask": True}, "posições <pad> da memória receberam peso"),
-        ({"invert_mask": True}, "a máscara está invertida"),
-        ({"softmax_queries": True}, "não somam 1 sobre as chaves"),
-        ({"no_out_proj": True}, "faltou a projeção de saída"),
-        ({"no_transpose": True}, "sem transpose(1, 2)"),
-    ],
+    "check",
+    [ex.check_pre_norm_decoder_layer, ex.check_smoothed_cross_entropy, ex.check_exact_match],
 )
-def test_cross_attention_typical_mistakes(changes, message, capsys):
-    ok, out = _run(ex.check_cross_attention, _variant(**changes), capsys)
-    assert ok is False and "❌" in out
-    assert message in out, out
+def test_stub_is_pending(check, capsys):
+    assert check(stub) is False
+    out = capsys.readouterr().out
+    assert "⏳" in out and "ainda não resolvido" in out
 
 
-def test_cross_attention_reshape_error_has_portuguese_hint(capsys):
-    ok, out = _run(ex.check_cross_attention, _variant(reshape_with_t=True), capsys)
-    assert "Dica: confira as formas" in out and "RuntimeError" in out
+# --------------------------------------------------------------------------------------
+# Exercício 1: a camada do decoder com pré-normalização
+# --------------------------------------------------------------------------------------
+def pre_norm_decoder_layer(x, memory, pad, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+    x = x + self_attn(norm1(x), is_causal=True)[0]
+    x = x + cross_attn(norm2(x), memory, memory, key_padding_mask=pad)[0]
+    return x + ffn(norm3(x))
+
+
+def with_explicit_masks(x, memory, pad, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+    t = x.shape[1]
+    h = norm1(x)
+    x = x + self_attn(h, h, h, attn_mask=tpt.causal_mask(t), need_weights=True)[0]
+    cross = cross_attn(norm2(x), memory, attn_mask=pad[:, None, :].expand(-1, t, -1))[0]
+    return (x + cross) + ffn(norm3(x + cross))
 
 
 @pytest.mark.parametrize(
-    "call",
+    "answer", [pre_norm_decoder_layer, with_explicit_masks], ids=["is_causal", "mascaras"]
+)
+def test_decoder_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_pre_norm_decoder_layer, answer, capsys)
+
+
+def test_decoder_reference_is_torch_decoder_layer():
+    ref = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, batch_first=True, norm_first=True)
+    ref.eval()
+    ours = tpt.DecoderLayer.from_torch(ref).eval()
+    x, memory = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    pad = torch.tensor([[False] * 5, [False] * 2 + [True] * 3])
+    expected = ref(x, memory, tgt_mask=tpt.causal_mask(3), tgt_is_causal=True,
+                   memory_key_padding_mask=pad)  # fmt: skip
+    pieces = [
+        getattr(ours, n) for n in ("self_attn", "cross_attn", "ffn", "norm1", "norm2", "norm3")
+    ]
+    assert torch.allclose(pre_norm_decoder_layer(x, memory, pad, *pieces), expected, atol=1e-5)
+
+
+def _post_norm(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    a = n1(x + sa(x, is_causal=True)[0])
+    c = n2(a + ca(a, m, m, key_padding_mask=pad)[0])
+    return n3(c + ffn(c))
+
+
+def _norm_memory(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    x = x + sa(n1(x), is_causal=True)[0]
+    x = x + ca(n2(x), n2(m), n2(m), key_padding_mask=pad)[0]
+    return x + ffn(n3(x))
+
+
+def _raw_query(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    x = x + sa(n1(x), is_causal=True)[0]
+    x = x + ca(x, m, m, key_padding_mask=pad)[0]
+    return x + ffn(n3(x))
+
+
+def _not_causal(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    x = x + sa(n1(x))[0]
+    x = x + ca(n2(x), m, m, key_padding_mask=pad)[0]
+    return x + ffn(n3(x))
+
+
+def _no_pad(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    x = x + sa(n1(x), is_causal=True)[0]
+    x = x + ca(n2(x), m, m)[0]
+    return x + ffn(n3(x))
+
+
+def _swapped(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    return pre_norm_decoder_layer(x, m, pad, sa, ca, ffn, n1, n3, n2)
+
+
+def _queries_from_memory(x, m, pad, sa, ca, ffn, n1, n2, n3):
+    x = x + sa(n1(x), is_causal=True)[0]
+    x = x + ca(m, n2(x), n2(x))[0]  # papéis trocados: (b, s, d) não soma com (b, t, d)
+    return x + ffn(n3(x))
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
     [
-        "tpt_mha",
-        "tpt_sdpa",
-        "torch_sdpa",
-        "torch_mha",
+        (_post_norm, "pós-normalização"),
+        (_norm_memory, "normalizou também a memória"),
+        (_raw_query, "vieram de x sem norm2"),
+        (_not_causal, "máscara causal"),
+        (_no_pad, "bloquear o <pad>"),
+        (_swapped, "norm2 e norm3 estão trocadas"),
+        (_queries_from_memory, "levantou RuntimeError"),
+    ],
+    ids=[
+        "pos-norma",
+        "memoria-normalizada",
+        "consulta-crua",
+        "sem-causal",
+        "sem-pad",
+        "trocadas",
+        "qk-trocados",
     ],
 )
-def test_cross_attention_ready_made_attention_is_blocked(call, capsys):
-    def ready_made(x, memory, q_proj, k_proj, v_proj, out_proj, num_heads, mask=None):
-        b, t, d = x.shape
-        if call == "tpt_mha":
-            mha = tpt.MultiHeadAttention(d, num_heads, dropout=0.0, fused=False)
-            with torch.no_grad():  # linhas de qkv_proj: [Q | K | V]
-                mha.qkv_proj.weight.copy_(torch.cat([q_proj.weight, k_proj.weight, v_proj.weight]))
-                mha.qkv_proj.bias.copy_(torch.cat([q_proj.bias, k_proj.bias, v_proj.bias]))
-            mha.out_proj = out_proj
-            return mha(x, memory, memory, key_padding_mask=mask, need_weights=True)
-        q = _heads(q_proj(x), num_heads)
-        k = _heads(k_proj(memory), num_heads)
-        v = _heads(v_proj(memory), num_heads)
-        block = None if mask is None else mask[:, None, None, :]
-        if call == "tpt_sdpa":
-            out, weights = tpt.scaled_dot_product_attention(q, k, v, block)
-            return out_proj(out.transpose(1, 2).reshape(b, t, d)), weights
-        if call == "torch_sdpa":
-            out = F.scaled_dot_product_attention(q, k, v, None if block is None else ~block)
-            return out_proj(out.transpose(1, 2).reshape(b, t, d)), None
-        mha = nn.MultiheadAttention(d, num_heads, batch_first=True)
-        return mha(x, memory, memory, key_padding_mask=mask)
-
-    ok, out = _run(ex.check_cross_attention, ready_made, capsys)
-    assert ok is False and "escrita à mão" in out, out
+def test_decoder_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_pre_norm_decoder_layer, answer, capsys, fragment)
 
 
-def test_cross_attention_blocked_functions_are_restored():
-    ex.check_cross_attention(stub)
-    x = torch.randn(1, 2, 8)
-    out, _ = tpt.MultiHeadAttention(8, 2)(x)
-    assert out.shape == (1, 2, 8)
-    q = torch.randn(1, 2, 3, 4)
-    assert F.scaled_dot_product_attention(q, q, q).shape == (1, 2, 3, 4)
-
-
-def test_cross_attention_mutating_inputs_is_rejected(capsys):
-    def mutating(x, memory, *rest):
-        out = cross_attention(x, memory, *rest)
-        memory.zero_()
+@pytest.mark.parametrize("name", ["x", "memory", "memory_padding_mask", "self_attn", "norm3"])
+def test_decoder_in_place_change_of_each_input_is_named(name, capsys):
+    def sneaky(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+        out = pre_norm_decoder_layer(x, memory, pad, sa, ca, ffn, n1, n2, n3)
+        args = {"x": x, "memory": memory, "memory_padding_mask": pad, "self_attn": sa, "norm3": n3}
+        with torch.no_grad():
+            target = args[name]
+            if isinstance(target, nn.Module):
+                next(target.parameters()).add_(0.5)
+            elif target.dtype == torch.bool:
+                target.logical_not_()
+            else:
+                target.mul_(2)
         return out
 
-    ok, out = _run(ex.check_cross_attention, mutating, capsys)
-    assert ok is False and "modificou x ou memory" in out
+    _rejected(ex.check_pre_norm_decoder_layer, sneaky, capsys, f"modificou `{name}` no lugar")
+
+
+def _ready_tpt_layer(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    d = x.shape[-1]
+    layer = tpt.DecoderLayer(d, sa.num_heads, ffn.ff_dim, dropout=0.0, norm_first=True).eval()
+    layer.self_attn, layer.cross_attn, layer.ffn = sa, ca, ffn
+    layer.norm1, layer.norm2, layer.norm3 = n1, n2, n3
+    return layer(x, memory, is_causal=True, memory_key_padding_mask=pad)
+
+
+class _Renamed(nn.TransformerDecoderLayer):  # outra classe, outro nome: ainda é a camada pronta
+    pass
+
+
+def _ready_torch_layer(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    d, t = x.shape[-1], x.shape[1]
+    layer = _Renamed(d, sa.num_heads, ffn.ff_dim, dropout=0.0, batch_first=True, norm_first=True)
+    return layer.eval()(x, memory, tgt_mask=tpt.causal_mask(t), memory_key_padding_mask=pad)
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [(_ready_tpt_layer, "DecoderLayer"), (_ready_torch_layer, "_Renamed")],
+    ids=["tpt", "torch-subclasse"],
+)
+def test_decoder_ready_made_layer_is_seen_whatever_the_name(answer, name, capsys):
+    _rejected(ex.check_pre_norm_decoder_layer, answer, capsys, "camada de decoder pronta", name)
+
+
+def test_decoder_no_grad_and_detached_memory_are_rejected(capsys):
+    def under_no_grad(*args):
+        with torch.no_grad():
+            return pre_norm_decoder_layer(*args)
+
+    def detached_memory(x, memory, *rest):
+        return pre_norm_decoder_layer(x, memory.detach(), *rest)
+
+    _rejected(ex.check_pre_norm_decoder_layer, under_no_grad, capsys, "não tem gradiente")
+    _rejected(ex.check_pre_norm_decoder_layer, detached_memory, capsys, "`memory`")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: deslocamento do teacher forcing
+# Exercício 2: entropia cruzada com suavização
 # --------------------------------------------------------------------------------------
-def shift_targets(targets, bos_id, eos_id, pad_id):
-    width = max(len(t) for t in targets) + 1
-    tgt_in = torch.full((len(targets), width), pad_id, dtype=torch.long)
-    tgt_out = torch.full((len(targets), width), pad_id, dtype=torch.long)
-    for i, target in enumerate(targets):
-        tgt_in[i, : len(target) + 1] = torch.tensor([bos_id, *target])
-        tgt_out[i, : len(target) + 1] = torch.tensor([*target, eos_id])
-    return tgt_in, tgt_out
+def smoothed_cross_entropy(logits, targets, epsilon, pad_id):
+    log_p = logits.log_softmax(dim=-1)
+    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    per_position = (1 - epsilon) * nll - epsilon * log_p.mean(dim=-1)
+    real = targets != pad_id
+    return per_position[real].mean()
 
 
-def shift_with_pad_sequence(targets, bos_id, eos_id, pad_id):
-    from torch.nn.utils.rnn import pad_sequence
+def with_full_target(logits, targets, epsilon, pad_id):
+    v = logits.shape[-1]
+    q = F.one_hot(targets, v).to(logits.dtype) * (1 - epsilon) + epsilon / v  # (b, t, V)
+    per_position = -(q * torch.log_softmax(logits, -1)).sum(-1)
+    mask = (targets != pad_id).to(logits.dtype)
+    return (per_position * mask).sum() / mask.sum()
 
-    ins = [torch.tensor([bos_id, *t]) for t in targets]
-    outs = [torch.tensor([*t, eos_id]) for t in targets]
-    return (
-        pad_sequence(ins, batch_first=True, padding_value=pad_id),
-        pad_sequence(outs, batch_first=True, padding_value=pad_id),
+
+@pytest.mark.parametrize(
+    "answer", [smoothed_cross_entropy, with_full_target], ids=["gather", "alvo-inteiro"]
+)
+def test_smoothing_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_smoothed_cross_entropy, answer, capsys)
+
+
+def _ce_default(logits, targets, epsilon, pad_id, _ce=F.cross_entropy):
+    return _ce(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=pad_id, label_smoothing=epsilon
     )
 
 
-@pytest.mark.parametrize("answer", [shift_targets, shift_with_pad_sequence])
-def test_shift_reference_and_alternative_pass(answer, capsys):
-    ok, out = _run(ex.check_shift_targets, answer, capsys)
-    assert ok is True and "✅" in out, out
+_CE_PARTIAL = functools.partial(F.cross_entropy)
 
 
-def test_shift_stub_is_pending(capsys):
-    ok, out = _run(ex.check_shift_targets, stub, capsys)
-    assert ok is False and _pending(out)
-
-
-def _shift_variant(kind):
-    def answer(targets, bos_id, eos_id, pad_id):
-        if kind == "fixed_ids":
-            bos_id, eos_id, pad_id = 1, 2, 0
-        if kind == "fixed_bos":
-            bos_id = 1
-        if kind == "fixed_eos":
-            eos_id = 2
-        tgt_in, tgt_out = shift_targets(targets, bos_id, eos_id, pad_id)
-        if kind.startswith("fixed"):
-            return tgt_in, tgt_out
-        if kind == "swapped":
-            return tgt_out, tgt_in
-        if kind == "no_shift":
-            return tgt_in, tgt_in.clone()
-        if kind == "narrow":
-            return tgt_in[:, :-1], tgt_out[:, :-1]
-        if kind == "lists":
-            return tgt_in.tolist(), tgt_out.tolist()
-        if kind == "float":
-            return tgt_in.float(), tgt_out.float()
-        if kind == "eos_in_input":
-            both = [[bos_id, *t, eos_id] for t in targets]
-            width = max(len(r) for r in both)
-            x = torch.tensor([r + [pad_id] * (width - len(r)) for r in both])
-            return x[:, :-1], x[:, 1:]
-        if kind == "left_pad":
-            width = tgt_in.shape[1]
-            rows = [[pad_id] * (width - 1 - len(t)) + [bos_id, *t] for t in targets]
-            return torch.tensor(rows), tgt_out
-        if kind == "eos_at_end":
-            width = tgt_out.shape[1]
-            rows = [[*t] + [pad_id] * (width - 1 - len(t)) + [eos_id] for t in targets]
-            return tgt_in, torch.tensor(rows)
-        if kind == "mutates":
-            for t in targets:
-                t.append(eos_id)
-            return shift_targets([t[:-1] for t in targets], bos_id, eos_id, pad_id)
-        raise AssertionError(kind)
-
-    return answer
+def _nll_aten(logits, targets, epsilon, pad_id):
+    log_p = logits.log_softmax(-1).flatten(0, 1)
+    nll = torch.ops.aten.nll_loss_forward(log_p, targets.flatten(), None, 1, pad_id)[0]
+    real = targets != pad_id
+    return (1 - epsilon) * nll - epsilon * log_p.mean(-1)[real.flatten()].mean()
 
 
 @pytest.mark.parametrize(
-    ("kind", "message"),
+    "answer",
     [
-        ("swapped", "estão trocados"),
-        ("no_shift", "sem o deslocamento"),
-        ("narrow", "a largura do lote é"),
-        ("lists", "devolva tensores"),
-        ("float", "devem ser torch.long"),
-        ("eos_in_input", "tgt_in contém <eos>"),
-        ("left_pad", "à direita, não à esquerda"),
-        ("eos_at_end", "logo depois da última palavra"),
-        ("fixed_ids", "não um id fixo"),
-        ("fixed_bos", "Use o bos_id recebido"),
-        ("fixed_eos", "Use o eos_id recebido"),
-        ("mutates", "modificou as listas recebidas"),
+        lambda lg, t, e, p: F.cross_entropy(lg.mT, t, ignore_index=p, label_smoothing=e),
+        _ce_default,
+        lambda lg, t, e, p: _CE_PARTIAL(lg.mT, t, ignore_index=p, label_smoothing=e),
+        lambda lg, t, e, p: nn.CrossEntropyLoss(ignore_index=p, label_smoothing=e)(lg.mT, t),
+        _nll_aten,
+        lambda lg, t, e, p: (
+            (1 - e) * F.nll_loss(lg.log_softmax(-1).mT, t, ignore_index=p)
+            - e * lg.log_softmax(-1).mean(-1)[t != p].mean()
+        ),
     ],
+    ids=["direto", "argumento-padrao", "partial", "modulo", "aten", "nll_loss"],
 )
-def test_shift_typical_mistakes(kind, message, capsys):
-    ok, out = _run(ex.check_shift_targets, _shift_variant(kind), capsys)
-    assert ok is False and "❌" in out
-    assert message in out, out
+def test_smoothing_forbidden_kernel_is_seen_whatever_the_name(answer, capsys):
+    _rejected(
+        ex.check_smoothed_cross_entropy, answer, capsys, "nll_loss", "o núcleo de F.cross_entropy"
+    )
 
 
-def test_shift_collate_numbers_is_blocked(capsys):
-    def with_collate(targets, bos_id, eos_id, pad_id):
-        pairs = [(torch.tensor([0]), torch.tensor(t)) for t in targets]
-        batch = tpt.collate_numbers(pairs, pad_id=pad_id)
-        return batch["tgt_in"], batch["tgt_out"]
+def _over_others(logits, targets, epsilon, pad_id):
+    v = logits.shape[-1]
+    one = F.one_hot(targets, v).to(logits.dtype)
+    q = one * (1 - epsilon) + (1 - one) * epsilon / (v - 1)
+    per_position = -(q * logits.log_softmax(-1)).sum(-1)
+    return per_position[targets != pad_id].mean()
 
-    ok, out = _run(ex.check_shift_targets, with_collate, capsys)
-    assert ok is False and "não use tpt.collate_numbers" in out
-    assert tpt.collate_numbers.__name__ == "collate_numbers"  # restaurado
+
+def _with_pads(logits, targets, epsilon, pad_id):
+    log_p = logits.log_softmax(-1)
+    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return ((1 - epsilon) * nll - epsilon * log_p.mean(-1)).mean()
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (_over_others, "V - 1 classes erradas"),
+        (_with_pads, "posições de <pad> entraram na média"),
+        (lambda lg, t, e, p: smoothed_cross_entropy(lg, t, 0.0, p), "sem suavização"),
+        (
+            lambda lg, t, e, p: (1 - e) * smoothed_cross_entropy(lg, t, 0.0, p),
+            "faltou a parte uniforme",
+        ),
+        (
+            lambda lg, t, e, p: smoothed_cross_entropy(lg, t, e, p) * (t != p).sum(),
+            "somou em vez de tirar a média",
+        ),
+        (
+            lambda lg, t, e, p: smoothed_cross_entropy(lg, t, e, p) + 0.1,
+            "difere do esperado",
+        ),
+    ],
+    ids=["V-1", "com-pad", "sem-eps", "sem-uniforme", "soma", "outro"],
+)
+def test_smoothing_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_smoothed_cross_entropy, answer, capsys, fragment)
+
+
+@pytest.mark.parametrize("name", ["logits", "targets"])
+def test_smoothing_in_place_change_of_each_input_is_named(name, capsys):
+    def sneaky(logits, targets, epsilon, pad_id):
+        out = smoothed_cross_entropy(logits, targets, epsilon, pad_id)
+        with torch.no_grad():
+            if name == "logits":
+                logits.sub_(logits.amax(-1, keepdim=True))  # "estabilizar" no lugar
+            else:
+                targets.masked_fill_(targets == pad_id, 0)
+        return out
+
+    _rejected(ex.check_smoothed_cross_entropy, sneaky, capsys, f"modificou `{name}` no lugar")
+
+
+def test_smoothing_no_grad_and_numpy_trip_are_rejected(capsys):
+    def under_no_grad(*args):
+        with torch.no_grad():
+            return smoothed_cross_entropy(*args)
+
+    def via_numpy(logits, targets, epsilon, pad_id):
+        value = smoothed_cross_entropy(logits, targets, epsilon, pad_id)
+        return torch.tensor(float(value.detach().numpy()))
+
+    _rejected(ex.check_smoothed_cross_entropy, under_no_grad, capsys, "não tem gradiente")
+    _rejected(ex.check_smoothed_cross_entropy, via_numpy, capsys, "não tem gradiente")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: acerto exato sem laços
+# Exercício 3: acerto exato, vetorizado
 # --------------------------------------------------------------------------------------
 def exact_match(pred, target, eos_id, pad_id):
     width = max(pred.shape[1], target.shape[1])
     pred = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
     target = F.pad(target, (0, width - target.shape[1]), value=pad_id)
-    is_eos = pred == eos_id
-    after_eos = (is_eos.cumsum(dim=1) - is_eos.long()) > 0
-    pred = pred.masked_fill(after_eos, pad_id)
-    return (pred == target).all(dim=1).float().mean().item()
+    is_eos = (pred == eos_id).long()
+    after = (is_eos.cumsum(dim=1) - is_eos) > 0
+    return (pred.masked_fill(after, pad_id) == target).all(dim=1).float().mean().item()
 
 
-def exact_match_by_target_mask(pred, target, eos_id, pad_id):
-    # Outro estilo certo: comparar só onde o rótulo não é <pad> (palavras e o <eos>).
+def exact_match_tensor(pred, target, eos_id, pad_id):
     width = max(pred.shape[1], target.shape[1])
-    pred = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
-    target = F.pad(target, (0, width - target.shape[1]), value=pad_id)
-    ok = (pred == target) | (target == pad_id)
-    return ok.all(dim=1).double().mean()
-
-
-@pytest.mark.parametrize("answer", [exact_match, exact_match_by_target_mask])
-def test_exact_match_reference_and_alternative_pass(answer, capsys):
-    ok, out = _run(ex.check_exact_match, answer, capsys)
-    assert ok is True and "✅" in out, out
-
-
-def test_exact_match_stub_is_pending(capsys):
-    ok, out = _run(ex.check_exact_match, stub, capsys)
-    assert ok is False and _pending(out)
-
-
-def test_exact_match_with_loop_is_rejected(capsys):
-    def with_loop(pred, target, eos_id, pad_id):
-        hits = 0
-        for p, g in zip(pred.tolist(), target.tolist(), strict=True):
-            p = p[: p.index(eos_id) + 1] if eos_id in p else p
-            g = g[: g.index(eos_id) + 1]
-            hits += p == g
-        return hits / len(pred)
-
-    ok, out = _run(ex.check_exact_match, with_loop, capsys)
-    assert ok is False and "usa laço em Python" in out
-
-
-def test_exact_match_with_comprehension_is_rejected(capsys):
-    def with_comprehension(pred, target, eos_id, pad_id):
-        rows = [
-            exact_match(p[None], g[None], eos_id, pad_id) for p, g in zip(pred, target, strict=True)
-        ]
-        return sum(rows) / len(rows)
-
-    ok, out = _run(ex.check_exact_match, with_comprehension, capsys)
-    assert ok is False and "usa laço em Python" in out
-
-
-def _match_variant(kind):
-    def answer(pred, target, eos_id, pad_id):
-        if kind == "fixed_ids":
-            eos_id, pad_id = 2, 0
-        width = max(pred.shape[1], target.shape[1])
-        p = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
-        g = F.pad(target, (0, width - target.shape[1]), value=pad_id)
-        if kind == "whole_row":
-            return (p == g).all(dim=1).float().mean().item()
-        if kind == "words_only":
-            words = (g != pad_id) & (g != eos_id)
-            return ((p == g) | ~words).all(dim=1).float().mean().item()
-        if kind == "per_token":
-            return (p == g)[g != pad_id].float().mean().item()
-        if kind == "no_width_fix":
-            return (pred == target).all(dim=1).float().mean().item()
-        if kind == "per_row":
-            return exact_match_by_target_mask(pred, target, eos_id, pad_id) * torch.ones(2)
-        result = exact_match(pred, target, eos_id, pad_id)
-        return 100 * result if kind == "percent" else result
-
-    return answer
+    p = torch.cat([pred, pred.new_full((pred.shape[0], width - pred.shape[1]), pad_id)], 1)
+    g = torch.cat([target, target.new_full((target.shape[0], width - target.shape[1]), pad_id)], 1)
+    seen = (p == eos_id).cummax(dim=1).values  # até o primeiro <eos>, inclusive, é False antes
+    before_or_at = ~seen | ((p == eos_id) & (seen.long().cumsum(1) == 1))
+    return torch.where(before_or_at, p == g, g == pad_id).all(1).double().mean()
 
 
 @pytest.mark.parametrize(
-    ("kind", "message"),
-    [
-        ("whole_row", "depois do primeiro <eos>"),
-        ("words_only", "O <eos> também tem de estar no lugar"),
-        ("per_token", "acerto por token"),
-        ("percent", "porcentagem"),
-        ("no_width_fix", "larguras diferentes"),
-        ("per_row", "devolva um número"),
-        ("fixed_ids", "use os valores recebidos"),
-    ],
+    "answer",
+    [exact_match, exact_match_tensor, lambda *a: np.float32(exact_match(*a))],
+    ids=["item", "tensor", "numpy-float32"],
 )
-def test_exact_match_typical_mistakes(kind, message, capsys):
-    ok, out = _run(ex.check_exact_match, _match_variant(kind), capsys)
-    assert ok is False and "❌" in out
-    assert message in out, out
+def test_exact_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_exact_match, answer, capsys)
+
+
+def _row(pred, target, eos_id, pad_id, i):
+    return exact_match(pred[i : i + 1], target[i : i + 1], eos_id, pad_id)
+
+
+def _per_row_helper(pred, target, eos_id, pad_id):
+    total = 0.0
+    for i in range(pred.shape[0]):
+        total += _row(pred, target, eos_id, pad_id, i)
+    return total / pred.shape[0]
+
+
+def _via_lists(pred, target, eos_id, pad_id):
+    def cut(row, keep_eos):
+        return row[: row.index(eos_id) + 1] if eos_id in row else row
+
+    pairs = zip(pred.tolist(), target.tolist(), strict=True)
+    return sum(cut(p, True) == cut(t, True) for p, t in pairs) / len(pred)
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (
+            lambda p, t, e, z: sum(map(lambda i: _row(p, t, e, z, i), range(len(p)))) / len(p),
+            "cresce com o tamanho do lote",
+        ),
+        (_per_row_helper, "cresce com o tamanho do lote"),
+        (_via_lists, "tolist"),
+    ],
+    ids=["map", "auxiliar", "listas"],
+)
+def test_exact_hidden_loops_are_rejected(answer, fragment, capsys):
+    _rejected(ex.check_exact_match, answer, capsys, fragment)
+
+
+def _no_eos_check(pred, target, eos_id, pad_id):
+    width = max(pred.shape[1], target.shape[1])
+    p = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
+    g = F.pad(target, (0, width - target.shape[1]), value=pad_id)
+    words = (g != pad_id) & (g != eos_id)
+    return ((p == g) | ~words).all(1).float().mean().item()
+
+
+def _whole_row(pred, target, eos_id, pad_id):
+    width = max(pred.shape[1], target.shape[1])
+    p = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
+    g = F.pad(target, (0, width - target.shape[1]), value=pad_id)
+    return (p == g).all(1).float().mean().item()
+
+
+def _per_token(pred, target, eos_id, pad_id):
+    width = max(pred.shape[1], target.shape[1])
+    p = F.pad(pred, (0, width - pred.shape[1]), value=pad_id)
+    g = F.pad(target, (0, width - target.shape[1]), value=pad_id)
+    return (p == g)[g != pad_id].float().mean().item()
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (_no_eos_check, "sem <eos> no lugar"),
+        (_whole_row, "depois do primeiro <eos>"),
+        (_per_token, "acerto por token"),
+        (lambda *a: 100 * exact_match(*a), "porcentagem"),
+        (lambda p, t, e, z: exact_match(p, t, 2, 0), "ids 2 e 0"),
+        (lambda *a: exact_match(*a) > 0.5, "devolva um número"),
+    ],
+    ids=["sem-eos", "linha-inteira", "por-token", "porcentagem", "ids-fixos", "bool"],
+)
+def test_exact_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_exact_match, answer, capsys, fragment)
+
+
+@pytest.mark.parametrize("name", ["pred", "target"])
+def test_exact_in_place_change_of_each_input_is_named(name, capsys):
+    def sneaky(pred, target, eos_id, pad_id):
+        value = exact_match(pred, target, eos_id, pad_id)
+        (pred if name == "pred" else target).masked_fill_(pred[:, :1] < 0, 0)  # não muda valores
+        return value
+
+    _rejected(ex.check_exact_match, sneaky, capsys, f"modificou `{name}` no lugar")

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from tpt.exercises.core import ExerciseError, exercise, expect, max_abs_diff
+from tpt.exercises.core import ExerciseError, exercise, expect, max_abs_diff, same_values
 from tpt.exercises.guards import call_answer, case_generator, check_gradients
-from tpt.exercises.rules import SOFTMAX_OPS, record_ops
+from tpt.exercises.rules import SOFTMAX_OPS, record_ops, watch_autograd
 from tpt.numfmt import fmt
 
 __all__ = [
@@ -43,21 +43,6 @@ def _numbers(values: Tensor, decimals: int = 4, limit: int = 8) -> str:
     flat = values.detach().double().reshape(-1)
     text = "; ".join(fmt(x, decimals) for x in flat[:limit].tolist())
     return f"[{text}{'; ...' if flat.numel() > limit else ''}]"
-
-
-def _same_values(received: Tensor, other: Tensor, atol: float) -> bool:
-    """Mesma forma, ``NaN`` e infinitos nos mesmos lugares e o resto a ``atol`` um do outro.
-
-    # GENÉRICO: ``expect_close(variants=...)`` não reconhece uma variante com ``NaN`` (a
-    # diferença vira infinito); um softmax que estoura só é diagnosticado comparando os
-    # ``NaN`` lugar a lugar.
-    """
-    if tuple(received.shape) != tuple(other.shape):
-        return False
-    a, b = received.detach().double().cpu(), other.detach().double().cpu()
-    if not torch.equal(a.isnan(), b.isnan()):
-        return False
-    return max_abs_diff(a.nan_to_num(0.0), b.nan_to_num(0.0)) <= atol
 
 
 def _where_drawn(seed: int) -> str:
@@ -192,10 +177,10 @@ def check_stable_softmax(stable_softmax: Callable[[Tensor], Tensor]) -> None:
             f"{tuple(received.shape)}. O softmax não muda a forma: ele normaliza cada linha.",
         )
         expected = _softmax_reference(scores)
-        if _same_values(received, expected, _SOFTMAX_ATOL):
+        if same_values(received, expected, _SOFTMAX_ATOL):
             continue
         for diagnosis, wrong in _softmax_variants(scores):
-            if _same_values(received, wrong, _SOFTMAX_ATOL):
+            if same_values(received, wrong, _SOFTMAX_ATOL):
                 raise ExerciseError(f"{where}, o resultado {diagnosis}")
         bad = "tem NaN ou infinito" if not bool(received.isfinite().all()) else "difere"
         raise ExerciseError(
@@ -439,25 +424,6 @@ _AUTOGRAD_RULE = (
 )
 
 
-@contextlib.contextmanager
-def _autograd_graph_watch() -> Iterator[list[int]]:
-    """Conta os tensores que o autograd guarda para um ``backward`` durante o bloco.
-
-    # GENÉRICO: "sem autograd" pelo que roda. Toda operação que entra num grafo do
-    # autograd guarda as suas entradas (``saved_tensors_hooks`` vê cada uma), qualquer
-    # que seja o caminho (``requires_grad_``, ``torch.enable_grad``, uma função auxiliar);
-    # ``torch.func`` se recusa a rodar com esses ganchos ligados (erro explicado ao aluno).
-    """
-    saved = [0]
-
-    def pack(tensor: Tensor) -> Tensor:
-        saved[0] += 1
-        return tensor
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-        yield saved
-
-
 def _attention_reference(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
     weights = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
     return weights @ v  # (..., t, d_v)
@@ -552,7 +518,7 @@ def check_attention_backward(
         v = torch.randn(*batch, s, d_v, generator=g, dtype=torch.float64)
         grad_output = torch.randn(*batch, t, d_v, generator=g, dtype=torch.float64)
         inputs = {"query": q, "key": k, "value": v, "grad_output": grad_output}
-        with _autograd_graph_watch() as saved:
+        with watch_autograd() as saved:
             try:
                 received = call_answer(
                     attention_backward,

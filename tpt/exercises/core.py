@@ -31,6 +31,8 @@ __all__ = [
     "exercise",
     "expect_close",
     "max_abs_diff",
+    "same_values",
+    "unambiguous",
     "first_line",
     "checks",
     "Checks",
@@ -96,6 +98,31 @@ def max_abs_diff(a: Any, b: Any) -> float:
     return float(diff.nan_to_num(float("inf")).max())
 
 
+def same_values(received: Tensor, other: Tensor, atol: float) -> bool:
+    """Mesma forma, ``NaN`` nos mesmos lugares e o resto a ``atol`` um do outro."""
+    if tuple(received.shape) != tuple(other.shape):
+        return False
+    a, b = received.detach().double().cpu(), other.detach().double().cpu()
+    if not torch.equal(a.isnan(), b.isnan()):
+        return False
+    return max_abs_diff(a.nan_to_num(0.0), b.nan_to_num(0.0)) <= atol
+
+
+def unambiguous(variants: list[tuple[str, Tensor]], atol: float) -> list[tuple[str, Tensor]]:
+    """As variantes erradas que não coincidem, neste caso, com nenhuma outra.
+
+    Se duas variantes dão o mesmo valor, uma resposta igual a elas não diz qual foi o
+    erro: nenhum dos dois diagnósticos vale.
+    """
+    return [
+        (diagnosis, value)
+        for n, (diagnosis, value) in enumerate(variants)
+        if not any(
+            same_values(value, other, atol) for m, (_, other) in enumerate(variants) if m != n
+        )
+    ]
+
+
 def expect_close(
     received: Any,
     expected: Tensor,
@@ -109,8 +136,8 @@ def expect_close(
     """Confere tipo, forma e valores; a mensagem diz o que foi testado e o que veio.
 
     ``variants``: pares ``(diagnóstico, valor da variante errada)``. Se a resposta bate com
-    uma variante (e não com o esperado), o diagnóstico dela vai na mensagem; senão, só o
-    caso, a forma e a maior diferença.
+    uma variante (e não com o esperado, nem com outra variante), o diagnóstico dela vai na
+    mensagem; senão, só o caso, a forma e a maior diferença. ``NaN`` contam lugar a lugar.
     """
     expect(
         isinstance(received, Tensor),
@@ -125,8 +152,8 @@ def expect_close(
     diff = max_abs_diff(received, expected)
     if diff <= tol:
         return
-    for diagnosis, wrong in variants:
-        if tuple(wrong.shape) == tuple(received.shape) and max_abs_diff(received, wrong) <= tol:
+    for diagnosis, wrong in unambiguous(list(variants), tol):
+        if same_values(received, wrong, tol):
             raise ExerciseError(f"{where}, {name} está errado: {diagnosis}")
     raise ExerciseError(
         f"{where}, {name} difere do esperado: maior diferença {fmt(diff, 2, sci=True)} "

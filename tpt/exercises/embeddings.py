@@ -28,49 +28,21 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator, check_gradients
+from tpt.exercises.guards import (
+    call_answer,
+    case_generator,
+    check_gradients,
+    expect_finite_gradient,
+    seed_note,
+)
 from tpt.exercises.rules import op_counts_by_size, record_ops
 from tpt.tokenizer import PAD_ID
 
 __all__ = ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
 
 
-# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
-# embeddings; caberia em guards, junto do case_generator).
-def _seed_note(seed: int | None) -> str:
-    return "" if seed is None else f" (caso sorteado, semente {seed})"
-
-
 def _atol(dtype: torch.dtype) -> float:
     return 1e-5 if dtype == torch.float32 else 1e-10
-
-
-# GENÉRICO: um gradiente com NaN (ou infinito) estraga os pesos no primeiro passo do
-# otimizador, mesmo quando a saída confere. O check_gradients compara valores e atribui
-# a diferença a "uma parte da conta ao lado do autograd"; aqui a causa é outra, e a
-# mensagem diz qual.
-def _expect_finite_gradient(
-    answer: Callable[..., Tensor], inputs: dict[str, object], name: str, where: str, hint: str
-) -> None:
-    """Confere que o gradiente da resposta em relação a ``inputs[name]`` é finito."""
-    leaves = {
-        key: value.detach().clone().requires_grad_(key == name)
-        if isinstance(value, Tensor)
-        else value
-        for key, value in inputs.items()
-    }
-    with torch.enable_grad():
-        out = answer(*leaves.values())
-    if not (isinstance(out, Tensor) and out.requires_grad):
-        return  # quem explica isso é o check_gradients
-    (grad,) = torch.autograd.grad(out.sum(), [leaves[name]], allow_unused=True)
-    if grad is None or bool(torch.isfinite(grad).all()):
-        return
-    rows = (~torch.isfinite(grad)).reshape(grad.shape[0], -1).any(dim=1)
-    raise ExerciseError(
-        f"{where}, a saída confere, mas o gradiente em relação a `{name}` tem NaN ou "
-        f"infinito (nas linhas {rows.nonzero().squeeze(1).tolist()}): {hint}"
-    )
 
 
 # --------------------------------------------------------------------------------------
@@ -158,7 +130,7 @@ def check_mean_embedding(mean_embedding: Callable[[Tensor, Tensor, Tensor], Tens
         b, t = input_ids.shape
         where = (
             f"Para weight {tuple(weight.shape)} ({weight.dtype}), input_ids (b, t) = "
-            f"({b}, {t}) e {int(padding_mask.sum())} posições de <pad>" + _seed_note(case_seed)
+            f"({b}, {t}) e {int(padding_mask.sum())} posições de <pad>" + seed_note(case_seed)
         )
         expected = _mean_embedding(weight, input_ids, padding_mask)
         received = call_answer(
@@ -196,7 +168,7 @@ def check_mean_embedding(mean_embedding: Callable[[Tensor, Tensor, Tensor], Tens
             name="o vetor médio",
             variants=_mean_variants(weight, input_ids, padding_mask),
         )
-        _expect_finite_gradient(
+        expect_finite_gradient(
             mean_embedding,
             {"weight": weight, "input_ids": input_ids, "padding_mask": padding_mask},
             "weight",
@@ -294,7 +266,7 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
         where = (
             f"Para vectors (n, d) = ({n}, {d})"
             + (f" com a linha {zero_rows[0]} nula" if zero_rows else "")
-            + _seed_note(case_seed)
+            + seed_note(case_seed)
         )
         expected = _cosine(vectors)
         with record_ops() as ops:
@@ -344,7 +316,7 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
         if not zero_rows:  # o gradiente de um vetor nulo depende da receita; fora dele, não
             check_gradients(cosine_matrix, _cosine, {"vectors": vectors}, where, atol=1e-4)
         else:  # com um vetor nulo, o gradiente pode variar com a receita, mas não ser NaN
-            _expect_finite_gradient(
+            expect_finite_gradient(
                 cosine_matrix,
                 {"vectors": vectors},
                 "vectors",
@@ -449,7 +421,7 @@ def check_nearest_tokens(nearest_tokens: Callable[[Tensor, Tensor, int], Tensor]
         n = len(token_ids)
         where = (
             f"Para weight {tuple(weight.shape)}, token_ids={token_ids.tolist()} e k={k}"
-            + _seed_note(case_seed)
+            + seed_note(case_seed)
         )
         received = call_answer(
             nearest_tokens,

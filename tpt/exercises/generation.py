@@ -154,8 +154,7 @@ def _top_p_cases() -> list[tuple[str, Tensor, float]]:
     return [
         ("logits do enunciado (probabilidades 0,1 0,5 0,05 0,2 0,15), p=0,65", shuffled, 0.65),
         ("os mesmos logits, p=0,9", shuffled, 0.9),
-        ("um lote (2, 5) com uma linha concentrada e outra espalhada, p=0,8", peaked_and_flat,
-         0.8),
+        ("um lote (2, 5) com uma linha concentrada e outra espalhada, p=0,8", peaked_and_flat, 0.8),
         ("logits aleatórios de forma (2, 3, 7), p=0,7", three_d, 0.7),
         ("50 logits, 30 deles quase impossíveis (-40), p=1", long_tail, 1.0),
         ("logits do enunciado, p=0,0001", shuffled, 1e-4),
@@ -289,8 +288,13 @@ def check_top_p(top_p: Callable[[Tensor, float], Tensor]) -> None:
     expect(not _uses_tpt_top_p(top_p), f"sua função usa top_p_filter: {_TOP_P_RULE}")
     cases = _top_p_cases()
     # Empates: quatro tokens empatados no topo (0,237 cada) e p=0,5 pedem exatamente 3.
-    cases.append(("quatro logits empatados [2, 2, 2, 2, 0], p=0,5",
-                  torch.tensor([2.0, 2.0, 2.0, 2.0, 0.0]), 0.5))
+    cases.append(
+        (
+            "quatro logits empatados [2, 2, 2, 2, 0], p=0,5",
+            torch.tensor([2.0, 2.0, 2.0, 2.0, 0.0]),
+            0.5,
+        )
+    )
     with forbid(tpt.generation, "top_p_filter", f"sua função chamou top_p_filter: {_TOP_P_RULE}"):
         for description, logits, p in cases:
             where = f"para {description}"
@@ -339,8 +343,12 @@ def _penalty_cases() -> list[tuple[str, Tensor, Tensor, float]]:
     logits_b = torch.randn(2, 12, generator=gen) * 3.0
     previous_b = torch.tensor([[11, 4, 4], [4, 0, 11]])  # (2, 3)
     return [
-        ("um lote (3, 10) com históricos diferentes por linha e penalty=1,3",
-         logits, previous, 1.3),
+        (
+            "um lote (3, 10) com históricos diferentes por linha e penalty=1,3",
+            logits,
+            previous,
+            1.3,
+        ),
         ("outro lote (2, 12) com penalty=2", logits_b, previous_b, 2.0),
         ("penalty=1 (não deve mudar nada)", logits_b, previous_b, 1.0),
     ]
@@ -361,8 +369,9 @@ def _diagnose_penalty(
         "CTRL: positivo / penalty, negativo * penalty (torch.where(seen > 0, ...)).",
     )
     # Penalizado uma vez por ocorrência: x / penalty^n (ou x * penalty^n).
-    counts = torch.zeros_like(logits).scatter_add(-1, previous, torch.ones_like(previous,
-                                                                                dtype=logits.dtype))
+    counts = torch.zeros_like(logits).scatter_add(
+        -1, previous, torch.ones_like(previous, dtype=logits.dtype)
+    )
     factor = penalty**counts
     repeated = torch.where(logits > 0, logits / factor, logits * factor)
     expect(
@@ -432,8 +441,9 @@ def _heads(x: Tensor, h: int) -> Tensor:
     return x.view(b, t, h, d // h).transpose(1, 2)  # (b, h, t, d_h)
 
 
-def _manual_attention(mha: MultiHeadAttention, x_full: Tensor, start: int, end: int,
-                      variant: str) -> Tensor:
+def _manual_attention(
+    mha: MultiHeadAttention, x_full: Tensor, start: int, end: int, variant: str
+) -> Tensor:
     """Saída das posições start..end-1 com uma variante (certa ou errada) da máscara."""
     h = mha.num_heads
     q = _heads(mha.project_qkv(x_full[:, start:end])[0], h)  # (b, h, t, d_h)
@@ -482,8 +492,9 @@ def _row_counter(mha: MultiHeadAttention) -> Iterator[dict[str, int]]:
         handle.remove()
 
 
-def _diagnose_cached(mha: MultiHeadAttention, x_full: Tensor, start: int, end: int,
-                     received: Tensor, where: str) -> None:
+def _diagnose_cached(
+    mha: MultiHeadAttention, x_full: Tensor, start: int, end: int, received: Tensor, where: str
+) -> None:
     def close(variant: str) -> bool:
         candidate = _manual_attention(mha, x_full, start, end, variant)
         return torch.allclose(received.double(), candidate.double(), atol=_ATOL, rtol=0)
@@ -539,9 +550,7 @@ def check_cached_attention(
         start = 0
         for step, size in enumerate(_CHUNKS):
             end = start + size
-            where = (
-                f"no pedaço {step + 1} (posições {start} a {end - 1}, com {start} já no cache)"
-            )
+            where = f"no pedaço {step + 1} (posições {start} a {end - 1}, com {start} já no cache)"
             x_new = x_full[:, start:end]  # (b, t, d)
             with _row_counter(mha) as rows:
                 received = _call(cached_attention, (mha, x_new, cache), where, _CACHE_HINT)

@@ -23,7 +23,15 @@ from torch import Tensor
 from tpt.exercises.core import ExerciseError, expect, first_line, max_abs_diff
 from tpt.numfmt import fmt
 
-__all__ = ["call_answer", "check_gradients", "case_generator", "Snapshot"]
+__all__ = [
+    "call_answer",
+    "check_gradients",
+    "expect_finite_gradient",
+    "case_generator",
+    "seed_note",
+    "randint",
+    "Snapshot",
+]
 
 
 class Snapshot:
@@ -153,6 +161,45 @@ def case_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
     """
     seed = secrets.randbits(48) if seed is None else seed
     return torch.Generator().manual_seed(seed), seed
+
+
+def randint(generator: torch.Generator, low: int, high: int) -> int:
+    """Um inteiro em ``[low, high]`` (os dois inclusos) sorteado com ``generator``."""
+    return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def seed_note(seed: int | None) -> str:
+    """O trecho ``" (caso sorteado, semente N)"`` das mensagens (vazio nos casos fixos)."""
+    return "" if seed is None else f" (caso sorteado, semente {seed})"
+
+
+def expect_finite_gradient(
+    answer: Callable[..., Tensor], inputs: Mapping[str, Any], name: str, where: str, hint: str
+) -> None:
+    """O gradiente da resposta em relação a ``inputs[name]`` é finito?
+
+    Um gradiente com ``NaN`` ou infinito estraga os pesos no primeiro passo do otimizador,
+    mesmo quando a saída confere (por exemplo uma divisão por zero escondida por um
+    ``nan_to_num`` na saída). ``hint`` explica a causa provável do exercício.
+    """
+    leaves = {
+        key: value.detach().clone().requires_grad_(key == name)
+        if isinstance(value, Tensor)
+        else value
+        for key, value in inputs.items()
+    }
+    with torch.enable_grad():
+        out = answer(*leaves.values())
+    if not (isinstance(out, Tensor) and out.requires_grad):
+        return  # quem explica isso é o check_gradients
+    (grad,) = torch.autograd.grad(out.sum(), [leaves[name]], allow_unused=True)
+    if grad is None or bool(torch.isfinite(grad).all()):
+        return
+    rows = (~torch.isfinite(grad)).reshape(grad.shape[0], -1).any(dim=1)
+    raise ExerciseError(
+        f"{where}, a saída confere, mas o gradiente em relação a `{name}` tem NaN ou "
+        f"infinito (nas linhas {rows.nonzero().squeeze(1).tolist()}): {hint}"
+    )
 
 
 # --------------------------------------------------------------------------------------

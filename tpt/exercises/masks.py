@@ -21,10 +21,7 @@ só aparece quando a variante errada foi calculada e bateu com a resposta.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,7 +40,8 @@ from tpt.exercises import (
     op_counts_by_size,
     record_ops,
 )
-from tpt.exercises.positional import _unambiguous  # GENÉRICO: a subir para core
+from tpt.exercises.core import unambiguous
+from tpt.exercises.rules import record_python_calls
 from tpt.masks import causal_mask, sliding_window_mask
 
 __all__ = [
@@ -51,29 +49,6 @@ __all__ = [
     "check_left_padded_decoder_mask",
     "check_masked_softmax",
 ]
-
-
-# --------------------------------------------------------------------------------------
-# Auxiliares
-# --------------------------------------------------------------------------------------
-# GENÉRICO: "não use a função X" pelo que roda, para funções escritas em Python (as do
-# tpt). Grava o código de cada função Python chamada durante o bloco: um apelido, um
-# argumento padrão, um functools.partial ou um método de outro objeto chegam ao mesmo
-# ``__code__``. (Os núcleos do PyTorch se conferem com record_ops.)
-@contextlib.contextmanager
-def _python_calls() -> Iterator[set[types.CodeType]]:
-    seen: set[types.CodeType] = set()
-
-    def hook(frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            seen.add(frame.f_code)
-
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
 
 
 def _no_loops(
@@ -192,7 +167,7 @@ def _window_variants(t: int, window: int) -> list[tuple[str, Tensor]]:
 def check_sliding_window_mask(sliding_window: Callable[[int, int], Tensor]) -> None:
     """``sliding_window(t, window) -> (t, t)`` bool, True = bloqueado."""
     for where, t, window in _window_cases():
-        with _python_calls() as calls:
+        with record_python_calls() as calls:
             received = call_answer(sliding_window, {"t": t, "window": window}, where, _WINDOW_HINT)
         expect(
             sliding_window_mask.__code__ not in calls,
@@ -380,7 +355,7 @@ def check_masked_softmax(masked_softmax: Callable[[Tensor, Tensor], Tensor]) -> 
     attention_file = tpt.attention.__file__
     for where, scores, mask in _softmax_cases():
         args = {"scores": scores, "mask": mask}
-        with _python_calls() as calls, record_ops() as ops:
+        with record_python_calls() as calls, record_ops() as ops:
             received = call_answer(masked_softmax, args, where, _SOFTMAX_HINT)
         used = {code.co_name for code in calls if code.co_filename == attention_file}
         expect(
@@ -411,7 +386,7 @@ def check_masked_softmax(masked_softmax: Callable[[Tensor, Tensor], Tensor]) -> 
             where,
             atol=tol,
             name="o resultado",
-            variants=_unambiguous(_softmax_variants(scores, mask), tol),
+            variants=unambiguous(_softmax_variants(scores, mask), tol),
         )
         _expect_finite_gradient(masked_softmax, scores, mask, where)
         check_gradients(

@@ -66,8 +66,9 @@ def _as_tensor(value: Any, where: str) -> Tensor:
 # --------------------------------------------------------------------------------------
 # Exercício 1: RoPE "metade e metade" (rotate_half)
 # --------------------------------------------------------------------------------------
-def _half_angles(t: int, d: int, theta: float, *, start: int = 0, scale: float = 2.0,
-                 interleave: bool = False) -> Tensor:
+def _half_angles(
+    t: int, d: int, theta: float, *, start: int = 0, scale: float = 2.0, interleave: bool = False
+) -> Tensor:
     """Ângulos ``(t, d)`` do arranjo metade-e-metade (ou, com erro, intercalados)."""
     half = d // 2
     freqs = theta ** (-scale * torch.arange(half, dtype=torch.float64) / d)  # (d/2,)
@@ -168,9 +169,9 @@ def check_rope_half(rope_half: Callable[[Tensor, float], Tensor]) -> None:
             "(são um par). Repita as frequências com torch.cat((f, f)), não com "
             "repeat_interleave, que é para pares vizinhos.",
         )
-        backwards = x * torch.cos(_half_angles(shape[-2], d, theta)) - _rotate_half(
-            x
-        ) * torch.sin(_half_angles(shape[-2], d, theta))
+        backwards = x * torch.cos(_half_angles(shape[-2], d, theta)) - _rotate_half(x) * torch.sin(
+            _half_angles(shape[-2], d, theta)
+        )
         expect(
             not _close(received, backwards),
             f"{where}: a rotação está no sentido contrário (ângulo -p·ω). O par (x1, x2) "
@@ -319,8 +320,9 @@ def _partial(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     return torch.exp(scores - lse) @ v, lse
 
 
-def _call_merge(merge: Callable[..., Any], a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor],
-                where: str) -> tuple[Tensor, Tensor]:
+def _call_merge(
+    merge: Callable[..., Any], a: tuple[Tensor, Tensor], b: tuple[Tensor, Tensor], where: str
+) -> tuple[Tensor, Tensor]:
     result = merge(a[0].clone(), a[1].clone(), b[0].clone(), b[1].clone())
     expect(
         isinstance(result, tuple) and len(result) == 2,

@@ -19,12 +19,9 @@ aluno são as de verdade e são conferidas depois (:mod:`tpt.exercises.guards`).
 
 from __future__ import annotations
 
-import contextlib
 import math
 import numbers
-import sys
-import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -36,7 +33,7 @@ import tpt.attention
 from tpt.attention import MultiHeadAttention
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
 from tpt.exercises.guards import call_answer, case_generator, check_gradients
-from tpt.exercises.rules import op_counts_by_size, record_ops
+from tpt.exercises.rules import op_counts_by_size, record_ops, record_python_calls
 from tpt.numfmt import fmt
 
 __all__ = ["check_head_contributions", "check_gqa_forward", "check_attention_flops"]
@@ -211,31 +208,6 @@ def check_head_contributions(
     )
 
 
-# ======================================================================================
-# Exercício 2: a atenção com consultas agrupadas, em lote
-# ======================================================================================
-@contextlib.contextmanager
-def _python_functions_run() -> Iterator[set[types.CodeType]]:
-    """O código de cada função Python executada no bloco (``sys.setprofile``).
-
-    # GENÉRICO: regras do tipo "não use o módulo pronto" pelo que roda: uma função é
-    # reconhecida pelo seu código, qualquer que seja o nome por que foi chamada (apelido,
-    # argumento padrão, ``functools.partial``, ``Classe.forward(mha, ...)``, ``mha(...)``).
-    """
-    seen: set[types.CodeType] = set()
-
-    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
-        if event == "call":
-            seen.add(frame.f_code)
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
-
-
 # As etapas prontas que fariam o exercício pelo aluno (o tpt e o PyTorch).
 _READY_MADE = {
     MultiHeadAttention.forward.__code__: "MultiHeadAttention.forward (mha(...))",
@@ -337,7 +309,7 @@ def check_gqa_forward(gqa_forward: Callable[[Tensor, Tensor, MultiHeadAttention]
         mha = _module(d, h, h_kv, bias=bias, seed=index)
         query = torch.randn(b, t, d, generator=g)
         key_value = query if (t == s and index % 2 == 0) else torch.randn(b, s, d, generator=g)
-        with _python_functions_run() as ran:
+        with record_python_calls() as ran:
             received = call_answer(
                 gqa_forward,
                 {"query": query, "key_value": key_value, "mha": mha},

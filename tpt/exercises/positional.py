@@ -32,10 +32,10 @@ from tpt.exercises import (
     exercise,
     expect,
     expect_close,
-    max_abs_diff,
     op_counts_by_size,
     record_ops,
 )
+from tpt.exercises.core import unambiguous
 from tpt.numfmt import fmt
 from tpt.positional import pe_rotation, sinusoidal_encoding
 
@@ -53,19 +53,6 @@ def _frequencies(embed_dim: int, theta: float, exponent_scale: float = 2.0) -> T
 
 def _theta(theta: float) -> str:
     return fmt(theta, 0)
-
-
-# GENÉRICO: um diagnóstico só vale se a variante errada dele não coincide, neste caso, com
-# outra variante (senão a resposta bate com as duas, e não dá para dizer qual foi o erro).
-def _unambiguous(variants: list[tuple[str, Tensor]], atol: float) -> list[tuple[str, Tensor]]:
-    def same(a: Tensor, b: Tensor) -> bool:
-        return a.shape == b.shape and max_abs_diff(a, b) <= atol
-
-    return [
-        (diagnosis, value)
-        for n, (diagnosis, value) in enumerate(variants)
-        if not any(same(value, other) for m, (_, other) in enumerate(variants) if m != n)
-    ]
 
 
 # --------------------------------------------------------------------------------------
@@ -181,7 +168,7 @@ def check_shift_positions(shift_positions: Callable[[Tensor, Tensor, float], Ten
             where,
             atol=_ATOL,
             name="o resultado",
-            variants=_unambiguous(_shift_variants(vectors, offsets, theta), _ATOL),
+            variants=unambiguous(_shift_variants(vectors, offsets, theta), _ATOL),
         )
         check_gradients(
             shift_positions, _shift_reference, args, where, wrt=("vectors",), atol=_ATOL
@@ -304,7 +291,7 @@ def check_rotation_half(rotation_half: Callable[[int, int, float], Tensor]) -> N
             where,
             atol=_ATOL,
             name="o resultado",
-            variants=_unambiguous(variants, _ATOL),
+            variants=unambiguous(variants, _ATOL),
         )
 
 
@@ -405,7 +392,7 @@ def check_add_positional_left_padded(
             where,
             atol=_ATOL,
             name="o resultado nos tokens reais",
-            variants=_unambiguous(variants, _ATOL),
+            variants=unambiguous(variants, _ATOL),
         )
         check_gradients(
             _real_only(add_positional_left_padded),

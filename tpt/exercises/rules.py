@@ -19,10 +19,15 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import sys
+import types
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
-from torch import Tensor
+import torch
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = [
@@ -32,6 +37,11 @@ __all__ = [
     "OpRecord",
     "record_ops",
     "op_counts_by_size",
+    "record_python_calls",
+    "functions_from_file",
+    "watch_autograd",
+    "record_torch_calls",
+    "record_modules",
 ]
 
 # Núcleos ATen que fazem um softmax (qualquer caminho do Python chega a um deles).
@@ -123,7 +133,9 @@ def op_counts_by_size(
 
     Uma resposta vetorizada executa o mesmo número de operações em qualquer tamanho; um
     laço em Python sobre as posições (``for``, ``map``, compreensão, função auxiliar) faz
-    o número crescer com ``n``. Use ``sizes`` bem diferentes, por exemplo ``(5, 11)``.
+    o número crescer com ``n``. Use ``sizes`` bem diferentes, por exemplo ``(5, 11)``, e
+    sem eixos de tamanho 1 (com um eixo de tamanho 1, ``expand`` + ``reshape`` vira uma
+    vista e a contagem muda sem laço nenhum).
     """
     counts = []
     for n in sizes:
@@ -132,6 +144,91 @@ def op_counts_by_size(
             fn(*args)
         counts.append(ops.total)
     return counts[0], counts[1]
+
+
+@contextlib.contextmanager
+def record_python_calls() -> Iterator[set[types.CodeType]]:
+    """O código (``__code__``) de cada função Python executada no bloco (``sys.setprofile``).
+
+    Para regras como "não use ``tpt.sliding_window_mask``" ou "não chame o módulo pronto":
+    uma função é reconhecida pelo seu código, qualquer que seja o nome pelo qual foi
+    chamada (apelido, argumento padrão, ``functools.partial``, ``mha(...)``).
+    """
+    seen: set[types.CodeType] = set()
+
+    def profile(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call":
+            seen.add(frame.f_code)
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield seen
+    finally:
+        sys.setprofile(previous)
+
+
+def functions_from_file(codes: Iterable[types.CodeType], path: str) -> set[str]:
+    """Nomes das funções definidas no arquivo ``path`` entre os códigos gravados."""
+    target = str(Path(path).resolve())
+    codes = tuple(codes)  # cópia: dentro do bloco gravado, o próprio laço abaixo é gravado
+    return {
+        getattr(code, "co_qualname", code.co_name) for code in codes if code.co_filename == target
+    }
+
+
+@contextlib.contextmanager
+def watch_autograd() -> Iterator[list[int]]:
+    """Conta os tensores que o autograd guarda para um ``backward`` durante o bloco.
+
+    "Sem autograd" pelo que roda: toda operação que entra num grafo do autograd guarda as
+    suas entradas (``saved_tensors_hooks`` vê cada uma), qualquer que seja o caminho
+    (``requires_grad_``, ``torch.enable_grad``, uma função auxiliar). ``torch.func`` se
+    recusa a rodar com esses ganchos ligados (a conferência explica isso ao aluno).
+    """
+    saved = [0]
+
+    def pack(tensor: Any) -> Any:
+        saved[0] += 1
+        return tensor
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+        yield saved
+
+
+class _TorchCalls(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: set[str] = set()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        self.names.add(getattr(func, "__name__", str(func)))
+        return func(*args, **(kwargs or {}))
+
+
+@contextlib.contextmanager
+def record_torch_calls() -> Iterator[set[str]]:
+    """Nomes das funções da API Python do torch chamadas no bloco (``tolist``, ``numpy``...).
+
+    Complementa :func:`record_ops` para o que não chega a ser uma operação ATen, como
+    sair do PyTorch por ``Tensor.tolist`` ou ``Tensor.numpy``.
+    """
+    mode = _TorchCalls()
+    with mode:
+        yield mode.names
+
+
+@contextlib.contextmanager
+def record_modules() -> Iterator[set[type]]:
+    """As classes dos ``nn.Module`` cujo ``forward`` rodou no bloco (gancho global)."""
+    seen: set[type] = set()
+    handle = nn.modules.module.register_module_forward_pre_hook(
+        lambda module, args: seen.add(type(module))
+    )
+    try:
+        yield seen
+    finally:
+        handle.remove()
 
 
 def _is_view(func: Any) -> bool:

@@ -19,18 +19,16 @@ variante errada correspondente foi calculada e deu exatamente a resposta do alun
 
 from __future__ import annotations
 
-import contextlib
 import random
-import sys
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 import tpt.tokenizer as _tokenizer_module
 from tpt.exercises.core import ExerciseError, exercise, expect
-from tpt.exercises.guards import call_answer, case_generator
+from tpt.exercises.guards import call_answer, case_generator, seed_note
+from tpt.exercises.rules import functions_from_file, record_python_calls
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 
 UNK_TOKEN = SPECIAL_TOKENS[UNK_ID]  # "<unk>"
@@ -42,12 +40,6 @@ def _short(value: Any, limit: int = 160) -> str:
     """``repr`` encurtado para caber numa linha de retorno."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-# GENÉRICO: o trecho "(caso sorteado, semente N)" das mensagens (repetido em tokens e
-# embeddings; caberia em guards, junto do case_generator).
-def _seed_note(seed: int | None) -> str:
-    return "" if seed is None else f" (caso sorteado, semente {seed})"
 
 
 def _as_token_list(received: Any, where: str) -> list[str]:
@@ -77,27 +69,6 @@ def _expect_tokens(
                 f"{where}, esperava {_short(expected)}, recebi {_short(received)}: {diagnosis}"
             )
     raise ExerciseError(f"{where}, esperava {_short(expected)}, recebi {_short(received)}.")
-
-
-# GENÉRICO: regra "não chame as funções de um módulo Python" pelo que roda. Registra as
-# funções Python executadas (sys.setprofile): um apelido, um argumento padrão ou um
-# functools.partial chegam ao mesmo código e são vistos do mesmo jeito.
-@contextlib.contextmanager
-def _python_calls_from(path: str) -> Iterator[set[str]]:
-    """Nomes das funções definidas no arquivo ``path`` chamadas dentro do bloco."""
-    target = str(Path(path).resolve())
-    seen: set[str] = set()
-
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code.co_filename == target:
-            seen.add(getattr(frame.f_code, "co_qualname", frame.f_code.co_name))
-
-    previous = sys.getprofile()
-    sys.setprofile(profile)
-    try:
-        yield seen
-    finally:
-        sys.setprofile(previous)
 
 
 _TOKENIZER_FILE = _tokenizer_module.__file__
@@ -195,7 +166,7 @@ def check_wordpiece(wordpiece_tokenize: Callable[[str, set[str]], list[str]]) ->
     for word, vocab, case_seed in cases:
         vocab = set(vocab)  # cada caso com o seu conjunto (a resposta recebe este, o real)
         expected = _wordpiece(word, vocab)
-        where = f"Para word={word!r}{_seed_note(case_seed)}"
+        where = f"Para word={word!r}{seed_note(case_seed)}"
         if case_seed is not None:
             where += f" e vocab={_short(sorted(vocab), 200)}"
         received = call_answer(
@@ -316,7 +287,7 @@ def check_pad_left(
     for sequences, max_length, case_seed in cases:
         rows = [[BOS_ID, *ids[: max_length - 2], EOS_ID] for ids in sequences]
         expected_ids, expected_mask = _left_pad(rows)
-        where = f"Para sequences={_short(sequences)} e max_length={max_length}" + _seed_note(
+        where = f"Para sequences={_short(sequences)} e max_length={max_length}" + seed_note(
             case_seed
         )
         result = call_answer(
@@ -469,8 +440,8 @@ def check_bpe_word(bpe_word: Callable[[str, list[tuple[str, str]]], list[str]]) 
     cases += [(*_random_bpe_case(g), seed) for _ in range(30)]
     for word, merges, case_seed in cases:
         expected = _bpe_word(word, merges)
-        where = f"Para word={word!r} e merges={_short(merges, 200)}" + _seed_note(case_seed)
-        with _python_calls_from(_TOKENIZER_FILE) as used:
+        where = f"Para word={word!r} e merges={_short(merges, 200)}" + seed_note(case_seed)
+        with record_python_calls() as ran:
             try:
                 received = call_answer(
                     bpe_word,
@@ -479,8 +450,10 @@ def check_bpe_word(bpe_word: Callable[[str, list[tuple[str, str]]], list[str]]) 
                     "Confira os índices ao olhar o vizinho (i + 1) no fim da lista.",
                 )
             except ExerciseError:
+                used = functions_from_file(ran, _TOKENIZER_FILE)
                 expect(not used, _NO_TOKENIZER.format(names=", ".join(sorted(used))))
                 raise
+        used = functions_from_file(ran, _TOKENIZER_FILE)
         expect(not used, _NO_TOKENIZER.format(names=", ".join(sorted(used))))
         received = _as_token_list(received, where)
         expect(
