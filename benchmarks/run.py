@@ -16,7 +16,8 @@ Linhas:
   a) atenção multicabeça, ida e volta: tpt (caminho fundido e explícito) / nn.MultiheadAttention;
   b) passo de treino de um GPT: tpt.GPT / o mesmo modelo feito de nn.TransformerEncoderLayer;
   c) geração de 512 tokens com e sem cache de K/V (tpt.generate), e o tpt.generate contra
-     um laço mínimo com cache (c3) e contra o laço sem cache do nanoGPT (c4);
+     um laço mínimo com cache (c3), contra o laço sem cache do nanoGPT (c4) e contra o
+     generate do Hugging Face no mesmo modelo (c5, quando o transformers está instalado);
   d) atenção explícita (didática) / F.scaled_dot_product_attention em t=1024: tempo e
      pico de memória;
   e) treino: tpt.GPT + tpt.train contra um GPT mínimo escrito com primitivas do PyTorch
@@ -442,11 +443,17 @@ def _minimal_decoding_row(
     prompt = torch.randint(0, s.gpt_vocab, (1, s.gen_prompt),
                            generator=torch.Generator().manual_seed(1)).to(device)
     # chave: (linha, descrição da referência, função, meta mínima da razão)
-    references: dict[str, tuple[str, str, Callable[[], object], float]] = {
+    references: dict[str, tuple[str, str, Callable[[], object], float | None]] = {
         "cache": ("c3", "laço mínimo com cache", lambda: ref.generate_greedy(prompt, n), 0.9),
         "crop": ("c4", "laço mínimo sem cache (contexto inteiro a cada token, como o nanoGPT)",
                  lambda: ref.generate_greedy_uncached(prompt, n), 3.0),
     }
+    theirs = _hf_twin(ours)
+    if theirs is not None:  # c5: o mesmo GPT, convertido por tpt.hf.to_hf, no generate do HF
+        references["hf"] = (
+            "c5", "generate do Hugging Face (o mesmo modelo, convertido por tpt.hf.to_hf)",
+            lambda: theirs.generate(prompt, max_new_tokens=n, do_sample=False), None,
+        )
     tm = compare(
         {"tpt": lambda: generate(ours, prompt, n, greedy=True),
          **{name: fn for name, (_, _, fn, _) in references.items()}},
@@ -462,11 +469,32 @@ def _minimal_decoding_row(
             f"{_fmt(n / tm['tpt'].median, 0)} tokens/s",
             f"{_fmt(n / tm[name].median, 0)} tokens/s",
             ratio, median_ratio(tm[name].cpu, tm["tpt"].cpu) if cpu else None,
-            f"≥ {_fmt(target)}×", _within(ratio, target, at_most=False),
-            note=f"parâmetros: tpt {_fmt(n_ours, 0)}, referência {_fmt(n_ref, 0)}; a referência "
-            "usa uma Linear só para Q, K e V e não confere nada",
+            *((f"≥ {_fmt(target)}×", _within(ratio, target, at_most=False)) if target
+              else ("informativo", None)),
+            note=(f"parâmetros: tpt {_fmt(n_ours, 0)}, referência {_fmt(n_ref, 0)}; a referência "
+                  "usa uma Linear só para Q, K e V e não confere nada") if name != "hf" else
+            f"os mesmos pesos (GPT2LMHeadModel de to_hf), escolha gulosa, lote 1; "
+            f"transformers {_hf_version()}",
         ))
     return rows
+
+
+def _hf_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def _hf_twin(model: GPT) -> nn.Module | None:
+    """O mesmo GPT no transformers (``tpt.hf.to_hf``), sem parar no ``<eos>``; ou None."""
+    try:
+        from tpt.hf import to_hf
+
+        twin = to_hf(model)
+    except ImportError:
+        return None
+    twin.generation_config.eos_token_id = None  # gera sempre os n tokens, como o tpt
+    return twin
 
 
 def bench_sdpa(sizes: Sizes, *, device: torch.device, repeats: int, warmup: int) -> list[Row]:

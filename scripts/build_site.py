@@ -42,7 +42,8 @@ PARTS = [
     ("Parte 1 · Do texto aos vetores", 1, 2),
     ("Parte 2 · Atenção", 3, 6),
     ("Parte 3 · O modelo completo", 7, 9),
-    ("Parte 4 · Além do Transformer de 2017", 10, 99),
+    ("Parte 4 · Além do Transformer de 2017", 10, 10),
+    ("Parte 5 · Do curso ao ecossistema", 11, 99),
 ]
 
 BADGE_MD_RE = re.compile(r"\[!\[[^\]]*\]\([^)]*colab-badge[^)]*\)\]\([^)]*\)\s*")

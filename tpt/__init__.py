@@ -22,6 +22,8 @@ módulo                   notebook
 ``tpt.data``             dados do curso (números por extenso, corpus)
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
+``tpt.hf``               11_do_tpt_ao_hugging_face (``to_hf``, ``from_hf``; só ele
+                         importa o ``transformers``, e só quando chamado)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -30,7 +32,7 @@ Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas co
 
 from __future__ import annotations
 
-from tpt import plot, version
+from tpt import hf, plot, version
 from tpt.attention import MultiHeadAttention, scaled_dot_product_attention
 from tpt.data import (
     NumbersDataset,
@@ -92,6 +94,7 @@ __all__ = [
     "check_version",
     "version",
     "plot",
+    "hf",
     # números em pt-BR e conferências de igualdade
     "fmt",
     "fmt_bytes",

@@ -6,7 +6,8 @@ Ver notebooks/07_blocos.ipynb (ReLU e GELU) e notebooks/10_transformers_modernos
 A mesma rede de duas camadas é aplicada a cada token, sem misturar posições:
 
 - artigo original: ``FFN(x) = max(0, x W1 + b1) W2 + b2``, com ``d_ff = 4d``;
-- GELU: troca o ReLU pela GELU exata (BERT, GPT-2);
+- GELU: troca o ReLU pela GELU exata (BERT); ``"gelu_tanh"`` é a aproximação por tanh
+  da GELU, a que o GPT-2 original usa (``gelu_new`` no Hugging Face, ver ``tpt.hf``);
 - SwiGLU: ``FFN(x) = (SiLU(x W1) * x W3) W2``, uma porta multiplicativa (LLaMA).
 
 O dropout fica logo depois da ativação, como em ``nn.TransformerEncoderLayer``.
@@ -22,7 +23,7 @@ from tpt.dropout import apply_dropout
 __all__ = ["ACTIVATIONS", "FeedForward", "activation_from_torch", "check_activation"]
 
 #: Ativações aceitas por ``FeedForward``.
-ACTIVATIONS = ("relu", "gelu", "swiglu")
+ACTIVATIONS = ("relu", "gelu", "swiglu", "gelu_tanh")
 
 
 def check_activation(activation: object) -> str:
@@ -42,7 +43,8 @@ class FeedForward(nn.Module):
         ff_dim: largura interna ``d_ff``; padrão ``4 * embed_dim`` (como no artigo).
             Com SwiGLU há três matrizes em vez de duas; o LLaMA usa ``d_ff`` perto de
             ``8d/3`` para manter o mesmo número de parâmetros.
-        activation: ``"relu"``, ``"gelu"`` ou ``"swiglu"``.
+        activation: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` (GELU aproximada por tanh,
+            a do GPT-2) ou ``"swiglu"``.
         dropout: probabilidade do dropout aplicado logo depois da ativação.
         bias: se as camadas lineares têm viés.
 
@@ -89,6 +91,8 @@ class FeedForward(nn.Module):
             h = F.relu(h)
         elif self.activation == "gelu":
             h = F.gelu(h)  # GELU exata (com erf), a mesma de nn.TransformerEncoderLayer
+        elif self.activation == "gelu_tanh":
+            h = F.gelu(h, approximate="tanh")  # 0,5·x·(1 + tanh(√(2/π)·(x + 0,044715·x³)))
         else:
             h = F.silu(h) * self.linear3(x)  # SwiGLU: SiLU(x W1) * (x W3), (b, t, d_ff)
         return self.linear2(apply_dropout(self.dropout, h))  # (b, t, d)

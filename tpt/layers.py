@@ -109,7 +109,7 @@ class EncoderLayer(nn.Module):
         num_heads: número de cabeças de atenção.
         ff_dim: largura interna da FFN (padrão ``4 * embed_dim``).
         dropout: dropout da atenção, da FFN e das residuais.
-        activation: ``"relu"``, ``"gelu"`` ou ``"swiglu"``.
+        activation: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` ou ``"swiglu"``.
         norm_first: ``False`` = pós-normalização (artigo); ``True`` = pré-normalização.
         norm: ``"layernorm"`` ou ``"rmsnorm"``.
         eps: ``eps`` das normalizações.
@@ -118,6 +118,7 @@ class EncoderLayer(nn.Module):
         fused: usar ``F.scaled_dot_product_attention`` quando possível.
         positional: ``None``, ``"rope"`` ou ``"alibi"`` (posição dentro da atenção).
         max_len: maior posição suportada por RoPE/ALiBi.
+        rope_theta: base das frequências do RoPE (10.000 no artigo; 500.000 no Llama 3).
 
     Submódulos: ``self_attn``, ``ffn``, ``norm1``, ``norm2``, ``dropout1``, ``dropout2``.
     Atributo ``attn_weights``: pesos por cabeça ``(b, h, t, s)`` da última chamada com
@@ -140,6 +141,7 @@ class EncoderLayer(nn.Module):
         fused: bool = True,
         positional: str | None = None,
         max_len: int = 4096,
+        rope_theta: float = 10000.0,
     ) -> None:
         super().__init__()
         _check_layer_args(embed_dim, num_heads, dropout, activation, norm, positional)
@@ -154,6 +156,7 @@ class EncoderLayer(nn.Module):
             fused=fused,
             positional=positional,
             max_len=max_len,
+            rope_theta=rope_theta,
         )
         self.ffn = FeedForward(embed_dim, ff_dim, activation=activation, dropout=dropout, bias=bias)
         self.norm1 = make_norm(norm, embed_dim, eps, bias=bias)

@@ -565,10 +565,10 @@ class GPTConfig:
     ``positional``: ``"learned"`` (GPT-2), ``"sinusoidal"`` (artigo), ``"rope"`` ou
     ``"alibi"`` (os dois últimos agem dentro da atenção). ``num_kv_heads`` < ``num_heads``
     liga GQA (1 = MQA). ``norm``: ``"layernorm"`` ou ``"rmsnorm"``. ``activation``:
-    ``"relu"``, ``"gelu"`` ou ``"swiglu"``. ``num_experts`` (padrão ``None``) troca a
-    FFN de cada bloco por uma ``MoEFeedForward`` com ``num_experts`` especialistas de
-    largura ``ff_dim``, ``moe_top_k`` por token e perda de balanceamento de peso
-    ``moe_aux_weight`` (``lm_loss`` a soma durante o treino).
+    ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` ou ``"swiglu"``. ``num_experts`` (padrão
+    ``None``) troca a FFN de cada bloco por uma ``MoEFeedForward`` com ``num_experts``
+    especialistas de largura ``ff_dim``, ``moe_top_k`` por token e perda de balanceamento
+    de peso ``moe_aux_weight`` (``lm_loss`` a soma durante o treino).
 
     ``head_scale`` (padrão ``False``): multiplica o vetor final ``(b, t, d)`` por
     ``d^-1/2`` antes da ``lm_head``, como o T5 faz com os pesos amarrados. No padrão, o
@@ -577,6 +577,10 @@ class GPTConfig:
     inicial fica muito acima de ``ln V``. Com ``head_scale=True`` os logits começam de
     ordem 1 e a perda inicial fica perto de ``ln V`` (ver notebooks/09_geracao.ipynb,
     que compara as duas escolhas depois de um treino curto).
+
+    ``rope_theta`` (padrão 10.000, o do artigo do RoPE): a base das frequências do RoPE;
+    o Llama 3 usa 500.000. ``activation="gelu_tanh"`` é a GELU aproximada do GPT-2
+    original. Os dois existem para receber modelos publicados (ver ``tpt.hf``).
     """
 
     vocab_size: int
@@ -599,10 +603,14 @@ class GPTConfig:
     moe_top_k: int = 2
     moe_aux_weight: float = 0.01
     head_scale: bool = False
+    rope_theta: float = 10000.0
 
     def __post_init__(self) -> None:
         _check_common_config(self)
         _positive_int("num_layers", self.num_layers)
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
+            raise ValueError(f"rope_theta={theta!r} deve ser um número positivo")
         if not isinstance(self.head_scale, bool):
             raise ValueError(f"head_scale={self.head_scale!r} deve ser True ou False")
         if self.num_experts is not None:
@@ -682,6 +690,7 @@ class GPT(_ModelMixin, nn.Module):
                 fused=c.fused,
                 positional=attn_positional,
                 max_len=c.max_len,
+                rope_theta=c.rope_theta,
             )
             for _ in range(c.num_layers)
         )

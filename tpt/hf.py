@@ -1,0 +1,674 @@
+"""Do tpt ao Hugging Face: ``to_hf`` e ``from_hf`` entre ``tpt.GPT`` e ``transformers``.
+
+Ver notebooks/11_do_tpt_ao_hugging_face.ipynb.
+
+Um ``tpt.GPT`` com a receita certa **é** um GPT-2 ou um Llama: as mesmas contas, com os
+pesos guardados em outros nomes e, às vezes, em outra arrumação. Duas famílias têm
+equivalente exato:
+
+- **GPT-2** (``GPT2LMHeadModel``): posições aprendidas, LayerNorm, pré-normalização,
+  GELU (exata ou aproximada por tanh) ou ReLU, sem GQA;
+- **Llama** (``LlamaForCausalLM``): RoPE, RMSNorm, SwiGLU, GQA opcional, com ou sem
+  viés (``attention_bias``/``mlp_bias``), pesos amarrados ou não.
+
+As convenções que diferem, e o que fazemos com cada uma:
+
+1. o ``Conv1D`` do GPT-2 guarda o peso **transposto** (``(d_in, d_out)``, ``y = x W + b``)
+   e funde Q, K e V numa matriz só, ``c_attn``, de ``(d, 3d)``: é o ``qkv_proj`` do tpt
+   (linhas ``[Q | K | V]``) transposto. O Llama guarda ``q_proj``, ``k_proj`` e
+   ``v_proj`` separadas (``get_qkv`` e ``set_qkv`` fazem a separação);
+2. o tpt multiplica os embeddings por ``√d`` (``TokenEmbedding``); o Hugging Face não.
+   Dobramos a escala na tabela (``E' = √d · E``). Com pesos amarrados, a ``lm_head``
+   passa a ser ``E'`` também, então dividimos o ganho (e o viés) da normalização final
+   por ``√d``: ``norm'(x) E'ᵀ = norm(x) Eᵀ``, e o amarrado continua amarrado.
+   ``head_scale=True`` (o ``d^-1/2`` antes da ``lm_head``) entra no mesmo ganho;
+3. o RoPE do tpt gira pares vizinhos ``(2i, 2i+1)``; o do Llama gira as metades
+   (``rotate_half``: ``i`` com ``i + d_h/2``). É uma permutação fixa das linhas de
+   ``W_Q`` e ``W_K`` dentro de cada cabeça (``rope_permutation``); a pontuação
+   ``q·k`` não muda quando q e k são permutados do mesmo jeito;
+4. ``activation``: ``"gelu"`` (exata) vira ``"gelu"``, ``"gelu_tanh"`` vira
+   ``"gelu_pytorch_tanh"`` (na volta aceitamos também ``"gelu_new"``, a do GPT-2
+   publicado, a mesma fórmula); os ``eps`` das normalizações vão junto.
+
+O que não tem equivalente nessas duas classes (pós-normalização, posições senoidais ou
+ALiBi, RoPE com LayerNorm, mistura de especialistas, ``rope_scaling``...) levanta
+``ValueError`` nomeando o campo, nunca um modelo diferente em silêncio.
+
+Mesmo em float64, o ``LlamaForCausalLM`` calcula a RMSNorm e os ângulos do RoPE em
+float32: os logits de ``to_hf`` ficam a ~1e-7 dos do tpt, não a 1e-15 (``from_hf`` não
+tem esse limite). O ``transformers`` (5.0 ou mais novo) só é importado aqui dentro, na
+primeira chamada: ``import tpt`` não fica mais pesado.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import warnings
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from tpt.model import GPT, GPTConfig
+from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, BaseTokenizer
+
+if TYPE_CHECKING:  # só para as anotações: o transformers não é importado aqui
+    from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
+
+__all__ = [
+    "FAMILIES",
+    "hf_family",
+    "to_hf",
+    "from_hf",
+    "parameter_map",
+    "rope_permutation",
+    "get_qkv",
+    "set_qkv",
+    "to_hf_tokenizer",
+]
+
+#: Famílias com equivalente exato no ``transformers``: nome no tpt -> classe do HF.
+FAMILIES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+
+# activation do tpt -> activation_function do GPT-2 (e a volta, com os sinônimos do HF).
+_GPT2_ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
+_GPT2_ACT_FROM_HF = {
+    "gelu": "gelu",
+    "gelu_new": "gelu_tanh",  # a do GPT-2 publicado: a mesma fórmula com tanh
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+}
+
+
+def _transformers():
+    """Importa o ``transformers`` (só aqui), com uma mensagem clara se faltar."""
+    try:
+        import transformers
+    except ImportError as error:  # pragma: no cover - depende do ambiente
+        raise ImportError(
+            "tpt.hf precisa do pacote transformers: pip install 'transformers>=5.0'"
+        ) from error
+    major = int(transformers.__version__.split(".")[0])
+    if major < 5:  # pragma: no cover - depende do ambiente
+        raise ImportError(
+            f"tpt.hf foi testado com transformers 5.0 ou mais novo; este ambiente tem o "
+            f"{transformers.__version__}: pip install -U 'transformers>=5.0'"
+        )
+    return transformers
+
+
+# --------------------------------------------------------------------------------------
+# Q, K e V de uma atenção do tpt (o único lugar que conhece a arrumação das projeções)
+# --------------------------------------------------------------------------------------
+def get_qkv(attn: nn.Module) -> tuple[list[Tensor], list[Tensor | None]]:
+    """``([W_Q, W_K, W_V], [b_Q, b_K, b_V])`` de uma ``MultiHeadAttention`` do tpt.
+
+    A atenção do tpt guarda as três projeções numa só, ``qkv_proj``, com as linhas
+    ``[Q | K | V]``. Formas: ``W_Q`` ``(d, d)``, ``W_K`` e ``W_V`` ``(h_kv·d_h, d)`` (a
+    convenção do ``nn.Linear``: saída × entrada); vieses ``(d,)``/``(h_kv·d_h,)`` ou
+    ``None``. São vistas (``split``) do mesmo tensor, não cópias.
+    """
+    kv_dim = attn.num_kv_heads * attn.head_dim
+    sizes = [attn.embed_dim, kv_dim, kv_dim]
+    weights = list(attn.qkv_proj.weight.split(sizes, dim=0))
+    bias = attn.qkv_proj.bias
+    biases = [None] * 3 if bias is None else list(bias.split(sizes, dim=0))
+    return weights, biases
+
+
+@torch.no_grad()
+def set_qkv(attn: nn.Module, weights: list[Tensor], biases: list[Tensor | None]) -> None:
+    """Copia ``[W_Q, W_K, W_V]`` e os vieses para uma atenção do tpt (inverso de ``get_qkv``)."""
+    current_w, current_b = get_qkv(attn)
+    for target, source in zip(current_w + current_b, list(weights) + list(biases), strict=True):
+        if target is None:
+            continue
+        target.copy_(torch.zeros_like(target) if source is None else source)
+
+
+def rope_permutation(head_dim: int) -> Tensor:
+    """Índices ``(d_h,)``: a linha ``j`` do Llama é a linha ``perm[j]`` do tpt, numa cabeça.
+
+    O tpt gira os pares ``(2i, 2i+1)``; o Llama gira ``(i, i + d_h/2)``. Então a metade
+    de cima do Llama são as linhas pares do tpt e a de baixo, as ímpares:
+    ``perm = [0, 2, 4, ..., 1, 3, 5, ...]``. Use ``W[perm]`` numa cabeça de ``W_Q`` ou
+    ``W_K``; a inversa é ``torch.argsort(perm)``.
+    """
+    if isinstance(head_dim, bool) or not isinstance(head_dim, int) or head_dim < 2:
+        raise ValueError(f"head_dim={head_dim!r} deve ser um inteiro par >= 2")
+    if head_dim % 2:
+        raise ValueError(f"head_dim={head_dim} deve ser par: o RoPE gira pares de dimensões")
+    return torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
+
+
+def _permute_heads(w: Tensor | None, num_heads: int, perm: Tensor) -> Tensor | None:
+    """Aplica ``perm`` às linhas de cada cabeça: ``(h·d_h, ...)`` -> mesma forma."""
+    if w is None:
+        return None
+    head_dim = perm.numel()
+    rows = w.reshape(num_heads, head_dim, *w.shape[1:])  # (h, d_h, ...)
+    return rows[:, perm.to(w.device)].reshape(w.shape)
+
+
+# --------------------------------------------------------------------------------------
+# Qual família? (ou um erro que diz qual campo não tem equivalente)
+# --------------------------------------------------------------------------------------
+def hf_family(config: GPTConfig) -> str:
+    """``"gpt2"`` ou ``"llama"``: a família do HF equivalente a ``config``.
+
+    Levanta ``ValueError`` nomeando o primeiro campo sem equivalente.
+    """
+    if not isinstance(config, GPTConfig):
+        raise TypeError(f"esperava um GPTConfig; recebi {type(config).__name__}")
+    c = config
+
+    def refuse(field: str, why: str) -> ValueError:
+        return ValueError(
+            f"{field}={getattr(c, field)!r}: {why}. Sem equivalente em GPT2LMHeadModel nem "
+            "em LlamaForCausalLM, to_hf não converte (daria um modelo diferente)."
+        )
+
+    if c.num_experts is not None:
+        raise refuse("num_experts", "mistura de especialistas")
+    if not c.norm_first:
+        raise refuse("norm_first", "o GPT-2 e o Llama usam pré-normalização")
+    if c.positional == "learned":
+        if c.norm != "layernorm":
+            raise refuse("norm", "com posições aprendidas (GPT-2), a norma é a LayerNorm")
+        if c.activation not in _GPT2_ACT_TO_HF:
+            raise refuse("activation", "o GPT-2 usa uma ativação simples (gelu, gelu_tanh, relu)")
+        if c.num_kv_heads not in (None, c.num_heads):
+            raise refuse("num_kv_heads", "o GPT-2 não tem GQA")
+        return "gpt2"
+    if c.positional == "rope":
+        if c.norm != "rmsnorm":
+            raise refuse("norm", "com RoPE (Llama), a norma é a RMSNorm")
+        if c.activation != "swiglu":
+            raise refuse("activation", "com RoPE (Llama), a FFN é a SwiGLU")
+        return "llama"
+    raise refuse("positional", "o GPT-2 usa posições aprendidas e o Llama, RoPE")
+
+
+# --------------------------------------------------------------------------------------
+# O mapa de nomes: lido dos parâmetros do próprio modelo
+# --------------------------------------------------------------------------------------
+_WB = r"(?P<kind>weight|bias)"  # o tipo do parâmetro, nos padrões abaixo
+
+
+@dataclass
+class _Rule:
+    pattern: str  # regex sobre o nome no tpt
+    hf_name: str  # nome no HF ({layer} = número da camada, {kind} = weight ou bias)
+    how: str  # a conversão, em português
+
+
+def _rules(family: str, model: GPT) -> list[_Rule]:
+    c = model.config
+    tied = c.tie_weights
+    final = "÷ √d (amarrada à tabela, que leva o √d)" if tied else "igual"
+    if c.head_scale:
+        final += ", × d^-1/2 (head_scale)"
+    if family == "gpt2":
+        h = "transformer.h.{layer}."
+        qkv = _Rule(
+            r"self_attn\.qkv_proj\." + _WB,
+            h + "attn.c_attn.{kind}",
+            "transposta (Conv1D guarda Wᵀ; as linhas [Q | K | V] viram colunas)",
+        )
+        layer = [
+            _Rule(r"norm1\." + _WB, h + "ln_1.{kind}", "igual"),
+            qkv,
+            _Rule(r"self_attn\.out_proj\." + _WB, h + "attn.c_proj.{kind}", "transposta"),
+            _Rule(r"norm2\." + _WB, h + "ln_2.{kind}", "igual"),
+            _Rule(r"ffn\.linear1\." + _WB, h + "mlp.c_fc.{kind}", "transposta"),
+            _Rule(r"ffn\.linear2\." + _WB, h + "mlp.c_proj.{kind}", "transposta"),
+        ]
+        top = [
+            _Rule(r"embedding\.embedding\.weight", "transformer.wte.weight", "× √d"),
+            _Rule(r"positional\.embedding\.weight", "transformer.wpe.weight", "igual"),
+            _Rule(r"norm\." + _WB, "transformer.ln_f.{kind}", final),
+        ]
+    else:
+        h = "model.layers.{layer}."
+        qkv = _Rule(
+            r"self_attn\.qkv_proj\." + _WB,
+            h + "self_attn.{{q,k,v}}_proj.{kind}",
+            "linhas [Q | K | V] separadas; em Q e K, linhas permutadas em cada cabeça "
+            "(pares vizinhos -> metades)",
+        )
+        layer = [
+            _Rule(r"norm1\.weight", h + "input_layernorm.weight", "igual"),
+            qkv,
+            _Rule(r"self_attn\.out_proj\." + _WB, h + "self_attn.o_proj.{kind}", "igual"),
+            _Rule(r"norm2\.weight", h + "post_attention_layernorm.weight", "igual"),
+            _Rule(r"ffn\.linear1\." + _WB, h + "mlp.gate_proj.{kind}", "igual (a porta)"),
+            _Rule(r"ffn\.linear3\." + _WB, h + "mlp.up_proj.{kind}", "igual"),
+            _Rule(r"ffn\.linear2\." + _WB, h + "mlp.down_proj.{kind}", "igual"),
+        ]
+        top = [
+            _Rule(r"embedding\.embedding\.weight", "model.embed_tokens.weight", "× √d"),
+            _Rule(r"norm\.weight", "model.norm.weight", final),
+        ]
+    for rule in layer:
+        rule.pattern = r"layers\.(?P<layer>\d+)\." + rule.pattern
+    head = [_Rule(r"lm_head\.weight", "lm_head.weight", "igual")]
+    return top + layer + head
+
+
+def parameter_map(model: GPT) -> list[tuple[str, str, str]]:
+    """``[(nome no tpt, nome no HF, conversão), ...]``, um por parâmetro de ``model``.
+
+    A lista é lida de ``model.named_parameters()`` (um parâmetro amarrado aparece uma
+    vez só, com o nome da tabela de embeddings). Levanta ``ValueError`` se a
+    configuração não tiver equivalente (ver ``hf_family``).
+    """
+    family = hf_family(model.config)
+    rules = _rules(family, model)
+    rows = []
+    for name, _ in model.named_parameters():
+        for rule in rules:
+            match = re.fullmatch(rule.pattern, name)
+            if match:
+                hf_name = rule.hf_name.format(**match.groupdict())
+                rows.append((name, hf_name, rule.how))
+                break
+        else:  # pragma: no cover - um parâmetro novo no tpt sem regra
+            raise ValueError(f"o parâmetro {name!r} do tpt não tem nome no Hugging Face")
+    return rows
+
+
+# --------------------------------------------------------------------------------------
+# tpt -> Hugging Face
+# --------------------------------------------------------------------------------------
+def _final_scale(c: GPTConfig) -> float:
+    """Fator do ganho da norma final no HF: ``1/√d`` (amarrada) × ``d^-1/2`` (head_scale)."""
+    scale = 1.0 / math.sqrt(c.embed_dim) if c.tie_weights else 1.0
+    return scale * (c.embed_dim**-0.5 if c.head_scale else 1.0)
+
+
+def _hf_config(model: GPT, family: str) -> PreTrainedConfig:
+    c = model.config
+    transformers = _transformers()
+    common = dict(
+        vocab_size=c.vocab_size,
+        tie_word_embeddings=c.tie_weights,
+        bos_token_id=BOS_ID,
+        eos_token_id=EOS_ID,
+        pad_token_id=PAD_ID,
+    )
+    if family == "gpt2":
+        return transformers.GPT2Config(
+            n_positions=c.max_len,
+            n_embd=c.embed_dim,
+            n_layer=c.num_layers,
+            n_head=c.num_heads,
+            n_inner=model.layers[0].ffn.ff_dim,
+            activation_function=_GPT2_ACT_TO_HF[c.activation],
+            resid_pdrop=c.dropout,
+            embd_pdrop=c.dropout,
+            attn_pdrop=c.dropout,
+            layer_norm_epsilon=c.eps,
+            **common,
+        )
+    if c.dropout > 0:
+        warnings.warn(
+            f"dropout={c.dropout}: o Llama só tem dropout nos pesos de atenção "
+            "(attention_dropout); em modo eval as saídas são iguais, no treino não.",
+            stacklevel=3,
+        )
+    return transformers.LlamaConfig(
+        hidden_size=c.embed_dim,
+        intermediate_size=model.layers[0].ffn.ff_dim,
+        num_hidden_layers=c.num_layers,
+        num_attention_heads=c.num_heads,
+        num_key_value_heads=c.num_kv_heads or c.num_heads,
+        head_dim=c.embed_dim // c.num_heads,
+        hidden_act="silu",
+        max_position_embeddings=c.max_len,
+        rms_norm_eps=c.eps,
+        rope_theta=float(c.rope_theta),
+        attention_bias=c.bias,
+        mlp_bias=c.bias,
+        attention_dropout=c.dropout,
+        **common,
+    )
+
+
+def _gpt2_state(model: GPT) -> dict[str, Tensor]:
+    """Pesos do tpt com os nomes e a arrumação do ``GPT2LMHeadModel``."""
+    c = model.config
+    sd: dict[str, Tensor] = {}
+
+    def linear(prefix: str, lin: nn.Linear) -> None:  # Conv1D: peso transposto, viés sempre
+        sd[prefix + ".weight"] = lin.weight.t()
+        sd[prefix + ".bias"] = _bias(lin.bias, lin.out_features, lin.weight)
+
+    def norm(prefix: str, module: nn.Module, scale: float = 1.0) -> None:
+        sd[prefix + ".weight"] = module.weight * scale
+        sd[prefix + ".bias"] = _bias(module.bias, module.weight.numel(), module.weight) * scale
+
+    table = model.embedding.weight * model.embedding.multiplier  # (V, d): o √d vai na tabela
+    sd["transformer.wte.weight"] = table
+    sd["transformer.wpe.weight"] = model.positional.embedding.weight
+    for i, layer in enumerate(model.layers):
+        h = f"transformer.h.{i}."
+        norm(h + "ln_1", layer.norm1)
+        linear(h + "attn.c_attn", layer.self_attn.qkv_proj)  # (d, 3d): [Q | K | V] em colunas
+        linear(h + "attn.c_proj", layer.self_attn.out_proj)
+        norm(h + "ln_2", layer.norm2)
+        linear(h + "mlp.c_fc", layer.ffn.linear1)
+        linear(h + "mlp.c_proj", layer.ffn.linear2)
+    norm("transformer.ln_f", model.norm, _final_scale(c))
+    sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
+    return sd
+
+
+def _llama_state(model: GPT) -> dict[str, Tensor]:
+    """Pesos do tpt com os nomes e a arrumação do ``LlamaForCausalLM``."""
+    c = model.config
+    sd: dict[str, Tensor] = {}
+    kv_heads = c.num_kv_heads or c.num_heads
+    perm = rope_permutation(c.embed_dim // c.num_heads)
+
+    def linear(prefix: str, lin: nn.Linear) -> None:
+        sd[prefix + ".weight"] = lin.weight
+        if lin.bias is not None:
+            sd[prefix + ".bias"] = lin.bias
+
+    table = model.embedding.weight * model.embedding.multiplier
+    sd["model.embed_tokens.weight"] = table
+    for i, layer in enumerate(model.layers):
+        h = f"model.layers.{i}."
+        sd[h + "input_layernorm.weight"] = layer.norm1.weight
+        (wq, wk, wv), (bq, bk, bv) = get_qkv(layer.self_attn)
+        projections = {
+            "q_proj": (
+                _permute_heads(wq, c.num_heads, perm),
+                _permute_heads(bq, c.num_heads, perm),
+            ),
+            "k_proj": (_permute_heads(wk, kv_heads, perm), _permute_heads(bk, kv_heads, perm)),
+            "v_proj": (wv, bv),
+        }
+        for name, (w, b) in projections.items():
+            sd[h + f"self_attn.{name}.weight"] = w
+            if b is not None:
+                sd[h + f"self_attn.{name}.bias"] = b
+        linear(h + "self_attn.o_proj", layer.self_attn.out_proj)
+        sd[h + "post_attention_layernorm.weight"] = layer.norm2.weight
+        linear(h + "mlp.gate_proj", layer.ffn.linear1)
+        linear(h + "mlp.up_proj", layer.ffn.linear3)
+        linear(h + "mlp.down_proj", layer.ffn.linear2)
+    sd["model.norm.weight"] = model.norm.weight * _final_scale(c)
+    sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
+    return sd
+
+
+def _bias(bias: Tensor | None, size: int, like: Tensor) -> Tensor:
+    """O viés, ou zeros (``bias=False`` no tpt = viés zero no GPT-2, que sempre tem viés)."""
+    return torch.zeros(size, dtype=like.dtype, device=like.device) if bias is None else bias
+
+
+@torch.no_grad()
+def to_hf(model: GPT) -> PreTrainedModel:
+    """Converte um ``tpt.GPT`` num modelo do ``transformers`` com as mesmas saídas.
+
+    Devolve um ``GPT2LMHeadModel`` (posições aprendidas, LayerNorm, GELU/ReLU) ou um
+    ``LlamaForCausalLM`` (RoPE, RMSNorm, SwiGLU), no mesmo dtype, device e modo
+    (treino/avaliação) de ``model``: ``to_hf(model)(ids).logits`` ``(b, t, V)`` é igual
+    a ``model(ids)``. O modelo novo pode ser salvo com ``save_pretrained``. Levanta
+    ``ValueError`` nomeando o campo quando não há equivalente (ver ``hf_family``).
+    """
+    if not isinstance(model, GPT):
+        raise TypeError(f"to_hf espera um tpt.GPT; recebi {type(model).__name__}")
+    transformers = _transformers()
+    family = hf_family(model.config)
+    config = _hf_config(model, family)
+    ref = model.embedding.weight
+    cls = getattr(transformers, FAMILIES[family])
+    hf_model = cls(config).to(device=ref.device, dtype=ref.dtype)
+    state = _gpt2_state(model) if family == "gpt2" else _llama_state(model)
+    hf_model.load_state_dict({k: v.detach().clone() for k, v in state.items()}, strict=True)
+    hf_model.tie_weights()
+    hf_model.train(model.training)
+    return hf_model
+
+
+# --------------------------------------------------------------------------------------
+# Hugging Face -> tpt
+# --------------------------------------------------------------------------------------
+def _load(source: PreTrainedModel | str | PathLike, **kwargs) -> PreTrainedModel:
+    """Um modelo do HF já na memória, ou carregado de uma pasta (``save_pretrained``) ou do Hub."""
+    if isinstance(source, (str, PathLike)):
+        transformers = _transformers()
+        if isinstance(source, PathLike) and not Path(source).exists():
+            raise FileNotFoundError(f"a pasta {str(source)!r} não existe")
+        return transformers.AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+    if not isinstance(source, nn.Module) or not hasattr(source, "config"):
+        raise TypeError(
+            "from_hf espera um modelo do transformers, uma pasta de save_pretrained ou o "
+            f"nome de um modelo no Hub; recebi {type(source).__name__}"
+        )
+    return source
+
+
+def _rope_theta(config: PreTrainedConfig) -> float:
+    """Lê ``rope_theta`` e recusa ``rope_scaling`` (qualquer RoPE que não seja o padrão)."""
+    params = getattr(config, "rope_parameters", None) or {}
+    scaling = getattr(config, "rope_scaling", None) if not params else None
+    rope_type = params.get("rope_type", "default") if params else None
+    if scaling or rope_type not in (None, "default"):
+        raise ValueError(
+            f"rope_scaling={scaling or params!r}: o tpt só tem o RoPE padrão (sem "
+            "escalonamento de frequências, como o 'llama3' ou o 'yarn'); from_hf não converte."
+        )
+    theta = params.get("rope_theta") if params else getattr(config, "rope_theta", None)
+    return 10000.0 if theta is None else float(theta)
+
+
+def _tpt_config(hf_config: PreTrainedConfig, max_len: int | None) -> GPTConfig:
+    """O ``GPTConfig`` equivalente a um ``GPT2Config``/``LlamaConfig`` (ou um erro claro)."""
+    kind = getattr(hf_config, "model_type", None)
+    if kind == "gpt2":
+        act = hf_config.activation_function
+        if act not in _GPT2_ACT_FROM_HF:
+            raise ValueError(
+                f"activation_function={act!r} não tem equivalente no tpt; aceitas: "
+                f"{', '.join(_GPT2_ACT_FROM_HF)}"
+            )
+        if not hf_config.scale_attn_weights or hf_config.scale_attn_by_inverse_layer_idx:
+            raise ValueError(
+                "scale_attn_weights=False ou scale_attn_by_inverse_layer_idx=True: a escala "
+                "da atenção do tpt é sempre 1/√d_h"
+            )
+        if hf_config.add_cross_attention:
+            raise ValueError("add_cross_attention=True: o GPT do tpt não tem atenção cruzada")
+        d = hf_config.n_embd
+        return GPTConfig(
+            vocab_size=hf_config.vocab_size,
+            max_len=max_len or hf_config.n_positions,
+            embed_dim=d,
+            num_heads=hf_config.n_head,
+            num_layers=hf_config.n_layer,
+            ff_dim=hf_config.n_inner or 4 * d,
+            dropout=float(hf_config.resid_pdrop),
+            activation=_GPT2_ACT_FROM_HF[act],
+            norm="layernorm",
+            positional="learned",
+            tie_weights=bool(hf_config.tie_word_embeddings),
+            bias=True,
+            eps=hf_config.layer_norm_epsilon,
+        )
+    if kind == "llama":
+        if hf_config.hidden_act not in ("silu", "swish"):
+            raise ValueError(
+                f"hidden_act={hf_config.hidden_act!r}: o tpt só tem a SwiGLU (hidden_act='silu')"
+            )
+        d, heads = hf_config.hidden_size, hf_config.num_attention_heads
+        head_dim = getattr(hf_config, "head_dim", None) or d // heads
+        if head_dim * heads != d:
+            raise ValueError(
+                f"head_dim={head_dim}: no tpt, head_dim = hidden_size / num_attention_heads "
+                f"= {d // heads}"
+            )
+        kv_heads = hf_config.num_key_value_heads or heads
+        if getattr(hf_config, "pretraining_tp", 1) not in (None, 1):
+            raise ValueError(f"pretraining_tp={hf_config.pretraining_tp}: só 1 é suportado")
+        return GPTConfig(
+            vocab_size=hf_config.vocab_size,
+            max_len=max_len or hf_config.max_position_embeddings,
+            embed_dim=d,
+            num_heads=heads,
+            num_layers=hf_config.num_hidden_layers,
+            num_kv_heads=kv_heads if kv_heads != heads else None,
+            ff_dim=hf_config.intermediate_size,
+            dropout=float(hf_config.attention_dropout or 0.0),
+            activation="swiglu",
+            norm="rmsnorm",
+            positional="rope",
+            tie_weights=bool(hf_config.tie_word_embeddings),
+            bias=bool(hf_config.attention_bias or hf_config.mlp_bias),
+            eps=hf_config.rms_norm_eps,
+            rope_theta=_rope_theta(hf_config),
+        )
+    raise ValueError(
+        f"model_type={kind!r}: from_hf converte só as famílias gpt2 (GPT2LMHeadModel) e "
+        "llama (LlamaForCausalLM)"
+    )
+
+
+@torch.no_grad()
+def _load_gpt2(model: GPT, hf_model: PreTrainedModel) -> None:
+    c = model.config
+    sd = hf_model.state_dict()
+
+    def take(name: str) -> Tensor:
+        return sd[name]
+
+    table = take("transformer.wte.weight")  # (V, d), já com o √d do tpt dentro
+    model.embedding.weight.copy_(table / model.embedding.multiplier)
+    model.positional.embedding.weight.copy_(take("transformer.wpe.weight"))
+    for i, layer in enumerate(model.layers):
+        h = f"transformer.h.{i}."
+        for ours, theirs in ((layer.norm1, "ln_1"), (layer.norm2, "ln_2")):
+            ours.weight.copy_(take(h + theirs + ".weight"))
+            ours.bias.copy_(take(h + theirs + ".bias"))
+        for ours, theirs in (
+            (layer.self_attn.qkv_proj, "attn.c_attn"),
+            (layer.self_attn.out_proj, "attn.c_proj"),
+            (layer.ffn.linear1, "mlp.c_fc"),
+            (layer.ffn.linear2, "mlp.c_proj"),
+        ):
+            ours.weight.copy_(take(h + theirs + ".weight").t())
+            ours.bias.copy_(take(h + theirs + ".bias"))
+    scale = _final_scale(c)
+    model.norm.weight.copy_(take("transformer.ln_f.weight") / scale)
+    model.norm.bias.copy_(take("transformer.ln_f.bias") / scale)
+    if not c.tie_weights:
+        model.lm_head.weight.copy_(take("lm_head.weight"))
+
+
+@torch.no_grad()
+def _load_llama(model: GPT, hf_model: PreTrainedModel) -> None:
+    c = model.config
+    sd = hf_model.state_dict()
+    kv_heads = c.num_kv_heads or c.num_heads
+    inverse = torch.argsort(rope_permutation(c.embed_dim // c.num_heads))
+
+    def linear(ours: nn.Linear, name: str) -> None:
+        ours.weight.copy_(sd[name + ".weight"])
+        if ours.bias is not None:
+            ours.bias.copy_(sd.get(name + ".bias", torch.zeros_like(ours.bias)))
+
+    model.embedding.weight.copy_(sd["model.embed_tokens.weight"] / model.embedding.multiplier)
+    for i, layer in enumerate(model.layers):
+        h = f"model.layers.{i}.self_attn."
+        layer.norm1.weight.copy_(sd[f"model.layers.{i}.input_layernorm.weight"])
+        layer.norm2.weight.copy_(sd[f"model.layers.{i}.post_attention_layernorm.weight"])
+        weights = [
+            _permute_heads(sd[h + "q_proj.weight"], c.num_heads, inverse),
+            _permute_heads(sd[h + "k_proj.weight"], kv_heads, inverse),
+            sd[h + "v_proj.weight"],
+        ]
+        biases = [
+            _permute_heads(sd.get(h + "q_proj.bias"), c.num_heads, inverse),
+            _permute_heads(sd.get(h + "k_proj.bias"), kv_heads, inverse),
+            sd.get(h + "v_proj.bias"),
+        ]
+        set_qkv(layer.self_attn, weights, biases)
+        linear(layer.self_attn.out_proj, h + "o_proj")
+        mlp = f"model.layers.{i}.mlp."
+        linear(layer.ffn.linear1, mlp + "gate_proj")
+        linear(layer.ffn.linear3, mlp + "up_proj")
+        linear(layer.ffn.linear2, mlp + "down_proj")
+    model.norm.weight.copy_(sd["model.norm.weight"] / _final_scale(c))
+    if not c.tie_weights:
+        model.lm_head.weight.copy_(sd["lm_head.weight"])
+
+
+def from_hf(
+    source: PreTrainedModel | str | PathLike,
+    *,
+    max_len: int | None = None,
+    **from_pretrained_kwargs,
+) -> GPT:
+    """Converte um ``GPT2LMHeadModel`` ou ``LlamaForCausalLM`` num ``tpt.GPT`` igual.
+
+    ``source``: o modelo já carregado, a pasta de um ``save_pretrained`` ou o nome de um
+    modelo no Hub (os dois últimos passam por ``AutoModelForCausalLM.from_pretrained``,
+    que recebe ``from_pretrained_kwargs``, por exemplo ``dtype=torch.float64``).
+    ``max_len`` limita o contexto do tpt (padrão: o do modelo; o RoPE do tpt guarda
+    tabelas de ``max_len`` posições em cada camada, então um Llama com 131.072
+    posições pede um ``max_len`` menor). O modelo devolvido fica no mesmo dtype, device
+    e modo do original, com ``head_scale=False``: o ``√d`` sai da tabela do HF.
+    """
+    hf_model = _load(source, **from_pretrained_kwargs)
+    config = _tpt_config(hf_model.config, max_len)
+    ref = hf_model.get_input_embeddings().weight
+    model = GPT(config).to(device=ref.device, dtype=ref.dtype)
+    if config.positional == "learned":
+        _load_gpt2(model, hf_model)
+    else:
+        _load_llama(model, hf_model)
+    model.train(hf_model.training)
+    return model
+
+
+# --------------------------------------------------------------------------------------
+# Tokenizador: o CharTokenizer do tpt como um tokenizador do transformers
+# --------------------------------------------------------------------------------------
+def to_hf_tokenizer(tokenizer: BaseTokenizer) -> PreTrainedTokenizerFast:
+    """Um ``PreTrainedTokenizerFast`` que dá os mesmos ids que um ``CharTokenizer`` do tpt.
+
+    Um caractere por token (vocabulário de palavras inteiras, ``WordLevel``, depois de
+    quebrar o texto em caracteres), a mesma normalização Unicode, ``<unk>`` para o que
+    não está no vocabulário e os quatro especiais com os mesmos ids. Sem ``<bos>``
+    automático, como ``tokenizer.encode``. Salva com ``save_pretrained`` e volta com
+    ``AutoTokenizer.from_pretrained`` (só o arquivo ``tokenizer.json``, sem código nosso),
+    então serve para ``pipeline("text-generation")``.
+    """
+    from tpt.tokenizer import CharTokenizer
+
+    if not isinstance(tokenizer, CharTokenizer):
+        raise TypeError(
+            f"to_hf_tokenizer converte um tpt.CharTokenizer; recebi {type(tokenizer).__name__}"
+        )
+    transformers = _transformers()
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+    backend = Tokenizer(models.WordLevel(vocab=dict(tokenizer.stoi), unk_token="<unk>"))
+    if tokenizer.normalization is not None:
+        backend.normalizer = getattr(normalizers, tokenizer.normalization)()
+    # Cada caractere (inclusive espaço e quebra de linha) vira um pedaço isolado.
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()  # junta os caracteres sem espaço entre eles
+    roles = ("pad_token", "bos_token", "eos_token", "unk_token")
+    names = dict(zip(roles, SPECIAL_TOKENS, strict=True))
+    assert [tokenizer.stoi[t] for t in SPECIAL_TOKENS] == [PAD_ID, BOS_ID, EOS_ID, UNK_ID]
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=backend, clean_up_tokenization_spaces=False, **names
+    )
