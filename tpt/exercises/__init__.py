@@ -21,14 +21,6 @@ A máquina comum mora em três arquivos:
 
 from __future__ import annotations
 
-import contextlib
-import dis
-import functools
-import inspect
-import types
-from collections.abc import Callable, Iterator
-from typing import Any
-
 from tpt.exercises.core import (
     Checks,
     ExerciseError,
