@@ -7,6 +7,7 @@ respostas erradas típicas (cada uma com a sua mensagem) e as regras dos enuncia
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
@@ -164,3 +165,39 @@ def test_fold_rule_and_wrong_scale(capsys):
 
     _rejected(ex.check_fold_sqrt_d, uses_to_hf, capsys, "escrita por você")
     _rejected(ex.check_fold_sqrt_d, wrong_factor, capsys, "difere do esperado")
+
+
+# --------------------------------------------------------------------------------------
+# Regras pelo que roda: a função pronta do tpt.hf é vista por qualquer caminho
+# --------------------------------------------------------------------------------------
+def _with_ready_permutation(w, num_heads, _perm_fn=tpt.hf.rope_permutation):
+    d_h = w.shape[0] // num_heads
+    return w.reshape(num_heads, d_h, -1)[:, _perm_fn(d_h)].reshape(w.shape)
+
+
+_PARTIAL_PERMUTATION = functools.partial(tpt.hf.rope_permutation)
+
+_READY_ROPE = {
+    "direto": lambda w, h: w.reshape(h, w.shape[0] // h, -1)[
+        :, tpt.hf.rope_permutation(w.shape[0] // h)
+    ].reshape(w.shape),
+    "argumento-padrao": _with_ready_permutation,
+    "partial": lambda w, h: w.reshape(h, w.shape[0] // h, -1)[
+        :, _PARTIAL_PERMUTATION(w.shape[0] // h)
+    ].reshape(w.shape),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_READY_ROPE))
+def test_rope_ready_permutation_is_seen_whatever_the_route(name, capsys):
+    _rejected(ex.check_rope_rows, _READY_ROPE[name], capsys, "tpt.hf.rope_permutation")
+
+
+def test_rope_in_place_change_of_w_is_named(capsys):
+    def in_place(w, num_heads):
+        d_h = w.shape[0] // num_heads
+        perm = torch.cat([torch.arange(0, d_h, 2), torch.arange(1, d_h, 2)])
+        w.copy_(w.reshape(num_heads, d_h, -1)[:, perm].reshape(w.shape))
+        return w
+
+    _rejected(ex.check_rope_rows, in_place, capsys, "modificou `w` no lugar")

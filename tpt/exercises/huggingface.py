@@ -25,8 +25,9 @@ from torch import Tensor
 
 import tpt
 import tpt.hf
-from tpt.exercises import exercise, expect, expect_close, forbid
+from tpt.exercises import ExerciseError, exercise, expect, expect_close
 from tpt.exercises.guards import call_answer, case_generator
+from tpt.exercises.rules import record_python_calls
 
 __all__ = ["check_rope_rows", "check_fold_sqrt_d"]
 
@@ -67,6 +68,33 @@ def _rope_variants(w: Tensor, num_heads: int) -> list[tuple[str, Tensor]]:
     ]
 
 
+# As funções prontas do tpt.hf que fariam os exercícios: vistas pelo código que roda
+# (um apelido, um argumento padrão ou um functools.partial chegam ao mesmo código).
+_ROPE_READY = {
+    tpt.hf.rope_permutation.__code__: "tpt.hf.rope_permutation",
+    tpt.hf.to_hf.__code__: "tpt.hf.to_hf",
+}
+_FOLD_READY = {
+    tpt.hf.to_hf.__code__: "tpt.hf.to_hf",
+    tpt.hf._gpt2_state.__code__: "tpt.hf._gpt2_state",
+}
+
+
+def _call_watched(answer: Callable, args: dict, where: str, ready: dict, rule: str) -> object:
+    """``call_answer`` vigiando as funções prontas; a regra vale mesmo se a resposta falhar."""
+    error = None
+    with record_python_calls() as ran:
+        try:
+            got = call_answer(answer, args, where)
+        except ExerciseError as err:
+            error = err
+    used = sorted(name for code, name in ready.items() if code in ran)
+    expect(not used, f"sua função chamou {', '.join(used)}: {rule}.")
+    if error is not None:
+        raise error
+    return got
+
+
 @exercise("Exercício 1 (a permutação do RoPE nas linhas de W_Q e W_K)")
 def check_rope_rows(rope_rows: Callable[[Tensor, int], Tensor]) -> None:
     """Confere ``rope_rows(w, num_heads)`` com ``w`` ``(h·d_h, d)`` em casos fixos e sorteados."""
@@ -74,24 +102,26 @@ def check_rope_rows(rope_rows: Callable[[Tensor, int], Tensor]) -> None:
     drawn = torch.randint(1, 9, (3,), generator=generator).tolist()  # caso sorteado
     cases = [(1, 4, 3), (2, 8, 16), (4, 6, 5), (2, 16, 32)]
     cases.append((1 + drawn[0] % 4, 2 * drawn[1], drawn[2]))
-    with (
-        forbid(tpt.hf, "rope_permutation", "o exercício pede a permutação escrita por você"),
-        forbid(tpt.hf, "to_hf", "o exercício pede a permutação escrita por você"),
-    ):
-        for num_heads, head_dim, d_in in cases:
-            w = torch.randn(num_heads * head_dim, d_in, dtype=torch.float64, generator=generator)
-            where = f"Com num_heads={num_heads}, d_h={head_dim} e w de forma {tuple(w.shape)}"
-            if (num_heads, head_dim, d_in) == cases[-1]:
-                where += f" (caso sorteado, semente {seed})"
-            got = call_answer(rope_rows, {"w": w, "num_heads": num_heads}, where)
-            expect_close(
-                got,
-                reference_rope_rows(w, num_heads),
-                where,
-                atol=0.0,
-                name="w reordenada",
-                variants=_rope_variants(w, num_heads) if num_heads > 1 or head_dim > 2 else (),
-            )
+    for num_heads, head_dim, d_in in cases:
+        w = torch.randn(num_heads * head_dim, d_in, dtype=torch.float64, generator=generator)
+        where = f"Com num_heads={num_heads}, d_h={head_dim} e w de forma {tuple(w.shape)}"
+        if (num_heads, head_dim, d_in) == cases[-1]:
+            where += f" (caso sorteado, semente {seed})"
+        got = _call_watched(
+            rope_rows,
+            {"w": w, "num_heads": num_heads},
+            where,
+            _ROPE_READY,
+            "o exercício pede a permutação escrita por você",
+        )
+        expect_close(
+            got,
+            reference_rope_rows(w, num_heads),
+            where,
+            atol=0.0,
+            name="w reordenada",
+            variants=_rope_variants(w, num_heads) if num_heads > 1 or head_dim > 2 else (),
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -146,16 +176,18 @@ def _fold_diagnosis(got: dict, state: dict, embed_dim: int, tied: bool) -> str |
             "os logits saem √d vezes maiores. Compense na norma final (transformer.ln_f), "
             "que vem logo antes da lm_head."
         )
-    if tied and same("transformer.ln_f.weight", ln_w / scale) and same(
-        "transformer.ln_f.bias", ln_b
+    if (
+        tied
+        and same("transformer.ln_f.weight", ln_w / scale)
+        and same("transformer.ln_f.bias", ln_b)
     ):
         return (
             "você dividiu o ganho de transformer.ln_f por √d, mas não o viés: a saída da "
             "LayerNorm é x̂·γ + β, e a lm_head recebe as duas partes."
         )
-    if not tied and not (same("transformer.ln_f.weight", ln_w) and same(
-        "transformer.ln_f.bias", ln_b
-    )):
+    if not tied and not (
+        same("transformer.ln_f.weight", ln_w) and same("transformer.ln_f.bias", ln_b)
+    ):
         return (
             "sem pesos amarrados, a lm_head não muda (ela não é a tabela), então a norma "
             "final também não deve mudar."
@@ -171,7 +203,11 @@ def check_fold_sqrt_d(fold_sqrt_d: Callable[[dict, int, bool], dict]) -> None:
     for i, (d, heads, tied) in enumerate([(32, 4, True), (24, 3, False), (16, 2, True)]):
         torch.manual_seed(100 + i)
         config = tpt.GPTConfig(
-            vocab_size=23, max_len=16, embed_dim=d, num_heads=heads, num_layers=1,
+            vocab_size=23,
+            max_len=16,
+            embed_dim=d,
+            num_heads=heads,
+            num_layers=1,
             tie_weights=tied,
         )
         model = tpt.GPT(config).double().eval()
@@ -180,27 +216,30 @@ def check_fold_sqrt_d(fold_sqrt_d: Callable[[dict, int, bool], dict]) -> None:
             model.norm.bias.add_(0.3 * torch.randn_like(model.norm.bias))
         hf_model = transformers.GPT2LMHeadModel(tpt.hf._hf_config(model, "gpt2"))
         models.append((model, naive_gpt2_state(model), hf_model.double().eval()))
-    with (
-        forbid(tpt.hf, "to_hf", "o exercício pede a correção escrita por você"),
-        forbid(tpt.hf, "_gpt2_state", "o exercício pede a correção escrita por você"),
-    ):
-        for i, (model, state, hf_model) in enumerate(models):
-            d, tied = model.config.embed_dim, model.config.tie_weights
-            where = f"Com embed_dim={d} e tied={tied}"
-            got = call_answer(
-                fold_sqrt_d, {"state": state, "embed_dim": d, "tied": tied}, where
+    for i, (model, state, hf_model) in enumerate(models):
+        d, tied = model.config.embed_dim, model.config.tie_weights
+        where = f"Com embed_dim={d} e tied={tied}"
+        got = _call_watched(
+            fold_sqrt_d,
+            {"state": state, "embed_dim": d, "tied": tied},
+            where,
+            _FOLD_READY,
+            "o exercício pede a correção escrita por você",
+        )
+        expect(
+            isinstance(got, dict) and set(got) == set(state),
+            f"{where}, esperava um dicionário com as mesmas chaves do state recebido.",
+        )
+        diagnosis = _fold_diagnosis(got, state, d, tied)
+        expect(diagnosis is None, f"{where}, {diagnosis}")
+        hf_model.load_state_dict(got, strict=False)
+        hf_model.tie_weights()
+        ids = torch.randint(0, 23, (2, 10), generator=torch.Generator().manual_seed(i))
+        with torch.no_grad():
+            expect_close(
+                hf_model(ids).logits,
+                model(ids),
+                where,
+                atol=1e-9,
+                name="os logits do GPT-2 carregado com o seu state",
             )
-            expect(
-                isinstance(got, dict) and set(got) == set(state),
-                f"{where}, esperava um dicionário com as mesmas chaves do state recebido.",
-            )
-            diagnosis = _fold_diagnosis(got, state, d, tied)
-            expect(diagnosis is None, f"{where}, {diagnosis}")
-            hf_model.load_state_dict(got, strict=False)
-            hf_model.tie_weights()
-            ids = torch.randint(0, 23, (2, 10), generator=torch.Generator().manual_seed(i))
-            with torch.no_grad():
-                expect_close(
-                    hf_model(ids).logits, model(ids), where, atol=1e-9,
-                    name="os logits do GPT-2 carregado com o seu state",
-                )
