@@ -110,6 +110,23 @@ def test_lean_step_only_where_nothing_watches_the_modules():
         assert lean_decode_step(other, other.new_cache()) is None
 
 
+def test_a_method_replaced_in_the_class_is_still_called(monkeypatch):
+    model = make_gpt()
+    calls = []
+    original = MultiHeadAttention.forward
+
+    def spy(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(MultiHeadAttention, "forward", spy)
+    assert not lean_step_supported(model, model.new_cache())
+    generate(model, torch.zeros(1, 4, dtype=torch.long), 5, greedy=True)
+    assert len(calls) == 2 * 5  # 2 camadas x (o prefill e 4 passos de um token)
+    monkeypatch.undo()
+    assert lean_step_supported(model, model.new_cache())
+
+
 def test_a_registered_hook_still_sees_every_token():
     model = make_gpt()
     calls = []

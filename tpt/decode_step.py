@@ -19,6 +19,7 @@ Se não, ``tpt.generate`` segue pelo ``GPT.forward`` de sempre.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 
@@ -34,6 +35,7 @@ from tpt.model import GPT
 from tpt.norms import _F_RMS_NORM, LayerNorm, RMSNorm
 from tpt.positional import (
     LearnedPositionalEmbedding,
+    RotaryEmbedding,
     SinusoidalPositionalEncoding,
     alibi_bias,
     apply_rope,
@@ -49,6 +51,13 @@ _GLOBAL_HOOKS = (
     "_global_backward_pre_hooks",
 )
 _NORMS = (LayerNorm, RMSNorm)
+# Os métodos das classes que o passo enxuto refaz, como estavam ao importar: se alguém
+# trocar um deles na classe (para espiar ou mudar uma conta), o passo enxuto não vale.
+_METHODS = {
+    cls: {name: fn for name, fn in vars(cls).items() if inspect.isfunction(fn)}
+    for cls in (GPT, EncoderLayer, MultiHeadAttention, FeedForward, LayerNorm, RMSNorm,
+                LearnedPositionalEmbedding, SinusoidalPositionalEncoding, RotaryEmbedding)
+}
 
 
 def _untouched(module: nn.Module, kinds: tuple[type, ...]) -> bool:
@@ -61,11 +70,14 @@ def lean_step_supported(model: nn.Module, cache: object) -> bool:
 
     Exige um ``GPT`` em avaliação, sem mistura de especialistas, com a atenção pelo
     caminho rápido (``fused=True``), um ``KVCache`` dinâmico por camada, nenhuma peça
-    trocada por outra classe e nenhum gancho registrado (quem registra um gancho quer
-    ver cada chamada de módulo).
+    trocada por outra classe, nenhum método trocado e nenhum gancho registrado (quem
+    registra um gancho quer ver cada chamada de módulo).
     """
     if type(model) is not GPT or "forward" in vars(model) or model.training:
         return False
+    for cls, methods in _METHODS.items():
+        if any(vars(cls).get(name) is not fn for name, fn in methods.items()):
+            return False
     c = model.config
     if c.num_experts is not None or not c.fused:
         return False
