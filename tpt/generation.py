@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tpt.decode_step import lean_decode_step
 from tpt.device import host_reads_are_free
 from tpt.model import GPT
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -294,6 +295,9 @@ def _decode(
     # modelo: o GPT não precisa conferi-los a cada passo.
     trusted = {"validate": False} if isinstance(model, GPT) else {}
     cache = model.new_cache() if use_cache else None
+    # Token a token, um GPT sem ganchos nem peças trocadas passa pelo passo enxuto
+    # (tpt.decode_step): as mesmas contas, sem a maquinaria de nn.Module em volta.
+    lean_step = lean_decode_step(model, cache) if use_cache else None
     # Prefill: o prompt inteiro de uma vez (causal), enchendo o cache.
     logits = model(out, cache=cache)[:, -1, :]  # (b, V)
     for step in range(max_new_tokens):
@@ -310,6 +314,8 @@ def _decode(
             start = out.size(1) - keep
             cache = model.new_cache() if use_cache else None
             logits = model(out[:, start:], cache=cache, **trusted)[:, -1, :]  # novo prefill
+        elif lean_step is not None:
+            logits = lean_step(next_token[:, None], cache)  # só o novo, (b, V)
         elif use_cache:
             logits = model(next_token[:, None], cache=cache, **trusted)[:, -1, :]  # só o novo
         else:
