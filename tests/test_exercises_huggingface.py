@@ -18,28 +18,14 @@ import torch
 
 pytest.importorskip("transformers")
 
+from exercise_answers import accepted as _accepted
+from exercise_answers import rejected as _rejected
+from exercise_answers import stub  # noqa: E402
+
 import tpt.hf  # noqa: E402
 from tpt.exercises import checks  # noqa: E402
 
 ex = checks("huggingface")
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError("Escreva sua solução aqui")
-
-
-def _rejected(check, answer, capsys, *fragments):
-    assert check(answer) is False
-    out = capsys.readouterr().out
-    assert "❌" in out, out
-    for fragment in fragments:
-        assert fragment in out, (fragment, out)
-    return out
-
-
-def _accepted(check, answer, capsys):
-    assert check(answer) is True, capsys.readouterr().out
-    assert "✅" in capsys.readouterr().out
 
 
 def test_stubs_are_pending(capsys):

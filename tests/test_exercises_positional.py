@@ -14,6 +14,9 @@ import math
 
 import pytest
 import torch
+from exercise_answers import accepted as _accepted
+from exercise_answers import rejected as _rejected
+from exercise_answers import stub  # noqa: E402
 
 import tpt
 import tpt.exercises.positional as module
@@ -21,25 +24,6 @@ from tpt.exercises import checks
 from tpt.positional import pe_rotation as renamed_rotation
 
 ex = checks("positional")
-
-
-def stub(*args, **kwargs):
-    raise NotImplementedError("Escreva sua solução aqui")
-
-
-def _rejected(check, answer, capsys, *fragments):
-    assert check(answer) is False
-    out = capsys.readouterr().out
-    assert "❌" in out, out
-    for fragment in fragments:
-        assert fragment in out, (fragment, out)
-    return out
-
-
-def _accepted(check, answer, capsys):
-    result = check(answer)
-    out = capsys.readouterr().out
-    assert result is True and "✅" in out, out
 
 
 def test_checks_show_only_the_checks():
