@@ -338,3 +338,17 @@ def test_seed_note_randint_and_finite_gradient():
     with pytest.raises(ExerciseError, match="NaN ou infinito.*dica"):
         expect_finite_gradient(hidden_division, {"x": torch.zeros(2, 3)}, "x", "No caso", "dica")
     expect_finite_gradient(lambda x: x * 2, {"x": torch.zeros(2, 3)}, "x", "No caso", "dica")
+
+
+def test_exercise_seed_variable_fixes_the_drawn_cases(monkeypatch):
+    from tpt.exercises.guards import SEED_VARIABLE, case_generator
+
+    monkeypatch.setenv(SEED_VARIABLE, "1234")
+    (g1, s1), (g2, s2) = case_generator(), case_generator()
+    assert s1 == s2 == 1234
+    assert torch.equal(torch.rand(3, generator=g1), torch.rand(3, generator=g2))
+    monkeypatch.setenv(SEED_VARIABLE, "abc")
+    with pytest.raises(ValueError, match="TPT_EXERCISE_SEED='abc' não é um inteiro"):
+        case_generator()
+    monkeypatch.delenv(SEED_VARIABLE)
+    assert case_generator()[1] != case_generator()[1]

@@ -34,11 +34,13 @@ from tpt.exercises.core import (
     unambiguous,
 )
 from tpt.exercises.guards import (
+    SEED_VARIABLE,
     Snapshot,
     call_answer,
     case_generator,
     check_gradients,
     expect_finite_gradient,
+    fixed_seed,
     randint,
     seed_note,
 )
@@ -73,6 +75,8 @@ __all__ = [
     "expect_finite_gradient",
     "randint",
     "seed_note",
+    "fixed_seed",
+    "SEED_VARIABLE",
     "Snapshot",
     "record_ops",
     "OpRecord",

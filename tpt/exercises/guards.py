@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import copy
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -29,6 +30,8 @@ __all__ = [
     "expect_finite_gradient",
     "case_generator",
     "seed_note",
+    "fixed_seed",
+    "SEED_VARIABLE",
     "randint",
     "Snapshot",
 ]
@@ -162,8 +165,35 @@ def case_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
     As conferências sorteiam tamanhos e valores com ele; a semente entra na mensagem de
     erro ("caso sorteado, semente 123..."), para o aluno poder reproduzir o caso.
     """
+    if seed is None:
+        seed = fixed_seed()
     seed = secrets.randbits(48) if seed is None else seed
     return torch.Generator().manual_seed(seed), seed
+
+
+SEED_VARIABLE = "TPT_EXERCISE_SEED"
+
+
+def fixed_seed() -> int | None:
+    """A semente fixada pela variável de ambiente ``TPT_EXERCISE_SEED`` (ou ``None``).
+
+    A correção de uma turma (``python -m tpt.turma corrigir``) a define: as mesmas
+    entregas sorteiam os mesmos casos e recebem as mesmas notas. Sem ela, cada execução
+    sorteia casos novos.
+    """
+    text = os.environ.get(SEED_VARIABLE, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(
+            f"{SEED_VARIABLE}={text!r} não é um inteiro; use um número como 1234 (ou apague a "
+            "variável para sortear casos novos a cada execução)."
+        ) from None
+    if value < 0:
+        raise ValueError(f"{SEED_VARIABLE}={value} é negativa; esperava um inteiro >= 0.")
+    return value
 
 
 def randint(generator: torch.Generator, low: int, high: int) -> int:
