@@ -430,3 +430,48 @@ def test_backward_wrong_shape_is_explained(capsys):
 
     result, out = _run(ex.check_attention_backward, swapped, capsys)
     assert result is False and "grad_query com a forma" in out
+
+
+def test_backward_shape_error_in_grad_value_gets_no_hint_about_the_weights(capsys):
+    """`dV = p @ grad_output` (sem a transposta) quebra com t ≠ s: a dica dá as formas do
+    caso, sem falar de ∂L/∂pesos, que não foi o passo que quebrou."""
+
+    def value_without_transpose(query, key, value, grad_output):
+        gq, gk, _ = by_formulas(query, key, value, grad_output)
+        c = 1 / math.sqrt(query.shape[-1])
+        p = torch.softmax(query @ key.transpose(-2, -1) * c, dim=-1)
+        return gq, gk, p @ grad_output  # (t, s) @ (t, d_v): erro de forma com t != s
+
+    result, out = _run(ex.check_attention_backward, value_without_transpose, capsys)
+    assert result is False and "sua função levantou RuntimeError" in out, out
+    assert "∂L/∂pesos" not in out
+    assert "t=3, s=5" in out and "pesos (..., t, s) = (..., 3, 5)" in out
+    assert "∂L/∂V como value" in out
+
+
+# ======================================================================================
+# Exercício 1: a divisão no lugar sobre a saída do exp
+# ======================================================================================
+def softmax_dividing_in_place(scores):
+    exps = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+    exps.div_(exps.sum(dim=-1, keepdim=True))  # estraga a saída do exp, guardada pelo autograd
+    return exps
+
+
+def softmax_dividing_in_place_with_operator(scores):
+    exps = torch.exp(scores - scores.max(dim=-1, keepdim=True).values)
+    exps /= exps.sum(dim=-1, keepdim=True)
+    return exps
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [softmax_dividing_in_place, softmax_dividing_in_place_with_operator],
+    ids=["div_", "/="],
+)
+def test_softmax_in_place_division_of_its_own_exp_is_explained_in_portuguese(answer, capsys):
+    result, out = _run(ex.check_stable_softmax, answer, capsys)
+    assert result is False and "❌" in out, out
+    # a causa em português, não o RuntimeError cru do autograd
+    assert "one of the variables needed" not in out and "modified by an inplace" not in out
+    assert "no lugar" in out and "gradiente" in out

@@ -176,6 +176,9 @@ def test_mean_embedding_lookup_table_of_fixed_cases_is_rejected(capsys):
     fixed = [
         module._mean_case(torch.Generator().manual_seed(i), *shape)
         for i, shape in enumerate(module._MEAN_FIXED)
+    ] + [
+        module._disagreeing_case(torch.Generator().manual_seed(10 + i), *shape)
+        for i, shape in enumerate(module._MEAN_DISAGREEING)
     ]
     table = {(tuple(i.shape), i.sum().item()): module._mean_embedding(w, i, m) for w, i, m in fixed}
 
@@ -406,7 +409,7 @@ def test_nearest_lookup_table_of_fixed_cases_is_rejected(capsys):
     fixed = [
         module._nearest_case(torch.Generator().manual_seed(i), *shape)
         for i, shape in enumerate(module._NEAREST_FIXED)
-    ]
+    ] + [module._twins_case()]
     table = {tuple(t.tolist()): module._nearest(w, t, k) for w, t, k in fixed}
 
     def lookup(weight, token_ids, k):
@@ -414,3 +417,85 @@ def test_nearest_lookup_table_of_fixed_cases_is_rejected(capsys):
 
     ok, out = run(ex.check_nearest_tokens, lookup, capsys)
     assert ok is False and "caso sorteado, semente" in out
+
+
+# --------------------------------------------------------------------------------------
+# Atalhos da issue 26: cada um recusado com a causa
+# --------------------------------------------------------------------------------------
+def mean_by_pad_id(weight, input_ids, padding_mask):
+    """Decide o <pad> pelos ids, ignorando a máscara."""
+    keep = (input_ids != tpt.PAD_ID).to(weight.dtype)  # (b, t)
+    total = (weight[input_ids] * keep[..., None]).sum(dim=1)
+    return total / keep.sum(dim=1, keepdim=True).clamp_min(1)
+
+
+def test_mean_embedding_padding_decided_by_the_ids_is_rejected(capsys):
+    ok, out = run(ex.check_mean_embedding, mean_by_pad_id, capsys)
+    assert ok is False and "decidida pelos ids (input_ids == PAD_ID)" in out, out
+    assert "o id e a máscara discordam" in out
+
+
+def test_mean_embedding_disagreeing_cases_are_fixed():
+    """Os casos em que ids e máscara discordam são fixos (não dependem do sorteio)."""
+    for i, shape in enumerate(module._MEAN_DISAGREEING):
+        _, input_ids, padding_mask = module._disagreeing_case(
+            torch.Generator().manual_seed(10 + i), *shape
+        )
+        assert bool((padding_mask & (input_ids != tpt.PAD_ID)).any())  # <pad> com outro id
+        assert bool((~padding_mask & (input_ids == tpt.PAD_ID)).any())  # id 0 como texto
+
+
+def _clamped(eps):
+    def cosine(vectors):
+        unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(eps)
+        return unit @ unit.T
+
+    return cosine
+
+
+def cosine_plus_eps(vectors):
+    unit = vectors / (vectors.norm(dim=-1, keepdim=True) + 1e-8)
+    return unit @ unit.T
+
+
+def cosine_fill_diagonal(vectors):
+    unit = vectors / vectors.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    sims = unit @ unit.T
+    return sims.fill_diagonal_(1.0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragments"),
+    [
+        (_clamped(1e-2), ["vetores curtos", "encolheu vetores que não são nulos", "clamp_min"]),
+        (_clamped(1e-3), ["encolheu vetores que não são nulos"]),
+        (cosine_plus_eps, ["encolheu vetores que não são nulos", "norma + ε"]),
+        (cosine_fill_diagonal, ["é o vetor nulo", "fill_diagonal_(1)"]),
+    ],
+    ids=["clamp-1e-2", "clamp-1e-3", "norma-mais-eps", "fill-diagonal"],
+)
+def test_cosine_protection_that_touches_non_zero_vectors_is_named(answer, fragments, capsys):
+    ok, out = run(ex.check_cosine_matrix, answer, capsys)
+    assert ok is False, out
+    for fragment in fragments:
+        assert fragment in out, (fragment, out)
+
+
+@pytest.mark.parametrize("eps", [1e-12, 1e-8, 1e-5])
+def test_cosine_clamp_below_the_shortest_vector_passes(eps, capsys):
+    ok, out = run(ex.check_cosine_matrix, _clamped(eps), capsys)
+    assert ok is True, out
+
+
+def nearest_skipping_the_first(weight, token_ids, k):
+    """Supõe que o próprio token é sempre o mais parecido: pega k + 1 e pula o primeiro."""
+    unit = F.normalize(weight, dim=-1)
+    sims = unit[token_ids] @ unit.T
+    sims[:, tpt.PAD_ID] = float("-inf")
+    return sims.topk(k + 1, dim=-1).indices[:, 1:]
+
+
+def test_nearest_skipping_the_first_is_rejected(capsys):
+    ok, out = run(ex.check_nearest_tokens, nearest_skipping_the_first, capsys)
+    assert ok is False and "traz o próprio token" in out, out
+    assert "topk(k + 1)[:, 1:]" in out and "tem a mesma linha da tabela" in out

@@ -372,11 +372,50 @@ def test_bpe_word_changing_merges_is_named(capsys):
     assert ok is False and "modificou `merges` no lugar" in out
 
 
-def _merge_variant(**options):
+def _merge_variant(*, loose=False, once=False, glued=False, from_right=False):
+    """Respostas erradas escritas aqui (sem chamar o código da conferência)."""
+
+    def merge(symbols, pair):
+        out, i, done = [], 0, False
+        while i < len(symbols):
+            joins = False
+            if i + 1 < len(symbols) and not (once and done):
+                left, right = symbols[i], symbols[i + 1]
+                if glued:
+                    joins = left + right == pair[0] + pair[1]
+                else:
+                    joins = left == pair[0] and (loose or right == pair[1])
+            if joins:
+                out.append(symbols[i] + symbols[i + 1])
+                i, done = i + 2, True
+            else:
+                out.append(symbols[i])
+                i += 1
+        return out
+
     def answer(word, merges):
-        return module._bpe_word(word, merges, **options)
+        symbols = list(word)
+        for a, b in merges:
+            if from_right:
+                flipped = [s[::-1] for s in symbols[::-1]]
+                symbols = [s[::-1] for s in merge(flipped, (b[::-1], a[::-1]))][::-1]
+            else:
+                symbols = merge(symbols, (a, b))
+        return symbols
 
     return answer
+
+
+def glued_by_text(word, merges):
+    """O erro do issue: junta quando symbols[i] + symbols[i + 1] == a + b."""
+    symbols = list(word)
+    for a, b in merges:
+        i = 0
+        while i < len(symbols) - 1:
+            if symbols[i] + symbols[i + 1] == a + b:
+                symbols[i : i + 2] = [a + b]
+            i += 1
+    return symbols
 
 
 @pytest.mark.parametrize(
@@ -385,13 +424,26 @@ def _merge_variant(**options):
         (lambda w, m: bpe_word_by_index(w, m[::-1]), "na ordem inversa"),
         (_merge_variant(loose=True), "só o primeiro token do par confere"),
         (_merge_variant(once=True), "só a primeira ocorrência"),
-        (module._bpe_word_from_right, "da direita para a esquerda"),
+        (_merge_variant(from_right=True), "da direita para a esquerda"),
+        (_merge_variant(glued=True), "sem olhar a fronteira"),
+        (glued_by_text, "sem olhar a fronteira"),
     ],
-    ids=["ordem-inversa", "so-o-primeiro", "uma-vez", "da-direita"],
+    ids=["ordem-inversa", "so-o-primeiro", "uma-vez", "da-direita", "texto-colado", "texto-del"],
 )
 def test_bpe_word_typical_mistakes_are_diagnosed(answer, message, capsys):
     ok, out = run(ex.check_bpe_word, answer, capsys)
     assert ok is False and message in out
+
+
+def test_bpe_word_glued_text_fails_on_a_fixed_case(capsys, monkeypatch):
+    """Sem depender do sorteio: o caso fixo ("abc", [("b", "c"), ("ab", "c")]) o pega."""
+    assert ("abc", [("b", "c"), ("ab", "c")]) in module._BPE_CASES
+    assert glued_by_text("abc", [("b", "c"), ("ab", "c")]) == ["abc"]
+    assert bpe_word_by_index("abc", [("b", "c"), ("ab", "c")]) == ["a", "bc"]
+    for seed in range(3):
+        monkeypatch.setenv("TPT_EXERCISE_SEED", str(seed))
+        ok, out = run(ex.check_bpe_word, glued_by_text, capsys)
+        assert ok is False and "sem olhar a fronteira" in out, out
 
 
 def test_bpe_word_joining_into_a_string_is_rejected(capsys):

@@ -25,7 +25,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tpt.exercises.core import ExerciseError, exercise, expect, max_abs_diff, same_values
+from tpt.exercises.core import (
+    ExerciseError,
+    exercise,
+    expect,
+    first_line,
+    max_abs_diff,
+    same_values,
+)
 from tpt.exercises.guards import call_answer, case_generator, check_gradients
 from tpt.exercises.rules import SOFTMAX_OPS, record_ops, watch_autograd
 from tpt.numfmt import fmt
@@ -190,12 +197,33 @@ def check_stable_softmax(stable_softmax: Callable[[Tensor], Tensor]) -> None:
             f"{fmt(_SOFTMAX_ATOL, 0, sci=True)})."
         )
     grad_case = torch.randn(2, 3, 5, generator=g)
-    check_gradients(
-        stable_softmax,
-        lambda scores: torch.softmax(scores, dim=-1),
-        {"scores": grad_case},
-        f"No gradiente ({_where_drawn(seed)}, forma (2, 3, 5))",
-        atol=1e-5,
+    where = f"No gradiente ({_where_drawn(seed)}, forma (2, 3, 5))"
+    try:
+        check_gradients(
+            stable_softmax,
+            lambda scores: torch.softmax(scores, dim=-1),
+            {"scores": grad_case},
+            where,
+            atol=1e-5,
+        )
+    except RuntimeError as err:  # o autograd recusa a volta: explicado aqui, em português
+        raise ExerciseError(_backward_refused(where, err)) from None
+
+
+def _backward_refused(where: str, err: RuntimeError) -> str:
+    """A causa, em português, de o autograd não conseguir voltar pela resposta."""
+    if "inplace" in str(err) or "in-place" in str(err):
+        return (
+            f"{where}, o autograd não conseguiu calcular o gradiente: uma operação no "
+            "lugar (como div_, /=, sub_ ou exp_) mudou um tensor que ele tinha guardado "
+            "para a volta. A derivada do exp é o próprio exp, então a saída de torch.exp "
+            "fica guardada; dividi-la no lugar (exps.div_(...) ou exps /= ...) a estraga. "
+            "Use exps / exps.sum(dim=-1, keepdim=True), que cria um tensor novo."
+        )
+    return (
+        f"{where}, o autograd não conseguiu voltar pela sua função ({type(err).__name__}; "
+        f"mensagem original: {first_line(err)}). Dentro da atenção, que é treinada, o "
+        "gradiente precisa passar por ela."
     )
 
 
@@ -500,6 +528,17 @@ def _backward_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[int,
     return fixed + drawn
 
 
+def _shapes_hint(t: int, s: int, d_v: int) -> str:
+    """A dica de um erro de forma: as formas deste caso, sem apontar um passo não testado."""
+    return (
+        f"Neste caso t={t} e s={s}: pesos (..., t, s) = (..., {t}, {s}), grad_output "
+        f"(..., t, d_v) = (..., {t}, {d_v}), e cada gradiente tem a forma da sua entrada "
+        "(∂L/∂Q como query, ∂L/∂K como key, ∂L/∂V como value). Um produto que junta dois "
+        "tensores com t de um lado e s do outro costuma pedir uma transposta; confira as "
+        "formas de cada produto com a mensagem original."
+    )
+
+
 @exercise("Exercício 3 (os gradientes da atenção à mão)")
 def check_attention_backward(
     attention_backward: Callable[..., tuple[Tensor, Tensor, Tensor]],
@@ -520,13 +559,7 @@ def check_attention_backward(
         inputs = {"query": q, "key": k, "value": v, "grad_output": grad_output}
         with watch_autograd() as saved:
             try:
-                received = call_answer(
-                    attention_backward,
-                    inputs,
-                    where,
-                    "Confira as formas de cada passo: pesos (..., t, s), ∂L/∂pesos = "
-                    "∂L/∂saída · Vᵀ.",
-                )
+                received = call_answer(attention_backward, inputs, where, _shapes_hint(t, s, d_v))
             except ExerciseError as err:  # torch.func se recusa a rodar com os ganchos
                 expect("saved tensor hooks" not in str(err), _AUTOGRAD_RULE)
                 raise

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
+from tpt.exercises.core import ExerciseError, exercise, expect, expect_close, max_abs_diff
 from tpt.exercises.guards import (
     call_answer,
     case_generator,
@@ -36,6 +36,7 @@ from tpt.exercises.guards import (
     seed_note,
 )
 from tpt.exercises.rules import op_counts_by_size, record_ops
+from tpt.numfmt import fmt
 from tpt.tokenizer import PAD_ID
 
 __all__ = ["check_mean_embedding", "check_cosine_matrix", "check_nearest_tokens"]
@@ -76,6 +77,21 @@ def _mean_case(
     return weight, input_ids, padding_mask
 
 
+def _disagreeing_case(
+    g: torch.Generator, b: int, t: int, vocab: int, d: int, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Um lote em que os ids não dizem onde está o <pad>: posições de <pad> guardam outro
+    id (como um colador que preenche com <eos>) e o id ``PAD_ID`` aparece onde a máscara
+    diz que há texto. Só a máscara acerta."""
+    weight, input_ids, padding_mask = _mean_case(g, b, t, vocab, d, dtype)
+    filler = torch.randint(PAD_ID + 1, vocab, (b, t), generator=g)
+    input_ids = torch.where(padding_mask, filler, input_ids)  # <pad> com outro id
+    real = (~padding_mask).nonzero()  # (m, 2): posições de texto
+    chosen = real[torch.randperm(len(real), generator=g)[: max(1, len(real) // 3)]]
+    input_ids[chosen[:, 0], chosen[:, 1]] = PAD_ID  # o id 0 como texto
+    return weight, input_ids, padding_mask
+
+
 def _mean_variants(
     weight: Tensor, input_ids: Tensor, padding_mask: Tensor
 ) -> list[tuple[str, Tensor]]:
@@ -83,7 +99,14 @@ def _mean_variants(
     keep = (~padding_mask).to(weight.dtype)  # (b, t)
     count = keep.sum(dim=1, keepdim=True)  # (b, 1)
     pads = padding_mask.to(weight.dtype)  # (b, t)
+    by_id = input_ids == PAD_ID  # (b, t): o <pad> decidido pelos ids, não pela máscara
     return [
+        (
+            "é a média decidida pelos ids (input_ids == PAD_ID), não pela máscara: neste "
+            "lote as posições de <pad> guardam outros ids e o id PAD_ID aparece onde a "
+            "máscara diz que há texto. Use padding_mask.",
+            _mean_embedding(weight, input_ids, by_id),
+        ),
         (
             "é a média sobre as t posições, com os <pad> juntos; a média é só sobre os "
             "tokens de verdade (os False da máscara).",
@@ -112,6 +135,10 @@ _MEAN_FIXED = [  # (b, t, |V|, d, dtype)
     (3, 5, 7, 3, torch.float64),
     (1, 4, 6, 2, torch.float32),  # o lote inteiro é um texto só de <pad>
 ]
+_MEAN_DISAGREEING = [  # ids e máscara discordam: só a máscara diz onde está o <pad>
+    (4, 6, 9, 5, torch.float32),
+    (3, 7, 8, 3, torch.float64),
+]
 
 
 @exercise("Exercício 1 (o vetor médio de cada texto, sem os <pad>)")
@@ -122,15 +149,26 @@ def check_mean_embedding(mean_embedding: Callable[[Tensor, Tensor, Tensor], Tens
         (*_mean_case(torch.Generator().manual_seed(i), *shape), None)
         for i, shape in enumerate(_MEAN_FIXED)
     ]
+    cases += [
+        (*_disagreeing_case(torch.Generator().manual_seed(10 + i), *shape), None)
+        for i, shape in enumerate(_MEAN_DISAGREEING)
+    ]
     for _ in range(8):
         b, t = (int(v) for v in torch.randint(2, 9, (2,), generator=g))
         vocab, d = (int(v) for v in torch.randint(5, 30, (2,), generator=g))
         cases.append((*_mean_case(g, b, t, vocab, d), seed))
     for weight, input_ids, padding_mask, case_seed in cases:
         b, t = input_ids.shape
+        disagree = int((padding_mask != (input_ids == PAD_ID)).sum())
         where = (
             f"Para weight {tuple(weight.shape)} ({weight.dtype}), input_ids (b, t) = "
-            f"({b}, {t}) e {int(padding_mask.sum())} posições de <pad>" + seed_note(case_seed)
+            f"({b}, {t}) e {int(padding_mask.sum())} posições de <pad>"
+            + (
+                f" (em {disagree} posições o id e a máscara discordam: vale a máscara)"
+                if disagree
+                else ""
+            )
+            + seed_note(case_seed)
         )
         expected = _mean_embedding(weight, input_ids, padding_mask)
         received = call_answer(
@@ -216,7 +254,65 @@ def _cosine_fixed() -> list[Tensor]:
     with_zero = torch.randn(4, 6, generator=g, dtype=torch.float64)
     with_zero[1] = 0.0  # como a linha do <pad>
     opposite = torch.tensor([[1.0, 2.0, 0.0, 1.0], [-2.0, -4.0, 0.0, -2.0], [0.0, 0.0, 5.0, 0.0]])
-    return [random5, opposite, with_zero]
+    # vetores curtos, mas não nulos (normas 1e-4 a 1e-1): o cosseno deles consigo é 1; a
+    # proteção contra 0/0 só pode agir no vetor nulo
+    short = F.normalize(torch.randn(5, 7, generator=g, dtype=torch.float64), dim=-1)
+    short = short * torch.tensor([[1e-4], [1e-3], [1.0], [1e-2], [1e-1]], dtype=torch.float64)
+    short[2] = 0.0
+    short32 = short[[0, 1, 3, 4]].float() * torch.tensor([[1.0], [1.0], [1.0], [30.0]])
+    return [random5, opposite, with_zero, short, short32]
+
+
+def _size(value: float) -> str:
+    return fmt(value, 0, sci=True) if value < 1e-2 else fmt(value, 2)
+
+
+def _protection(vectors: Tensor, received: Tensor, expected: Tensor, tol: float) -> str | None:
+    """Diz, se for o caso, que a proteção contra 0/0 mexeu onde não devia.
+
+    O cosseno de um vetor não nulo consigo é 1 e o do vetor nulo é 0 (ele não tem
+    direção). Reconhece duas respostas: a certa com 1 na diagonal do vetor nulo
+    (``fill_diagonal_(1)``), e a certa com cada vetor encolhido por um fator
+    ``c_i ≤ 1`` (``S[i, j] = c_i c_j cos``), que é o que ``clamp_min`` grande ou
+    ``norma + ε`` fazem. Devolve o diagnóstico, ou ``None`` se não for nenhuma das duas.
+    """
+    received = received.detach().double()
+    expected = expected.double()
+    norms = vectors.double().norm(dim=-1)  # (n,)
+    zero = norms == 0
+    diag = received.diagonal()  # (n,)
+    if bool(zero.any()):
+        i = int(zero.nonzero()[0])
+        fixed = received.clone()
+        fixed[zero, zero] = 0.0
+        if abs(float(diag[i]) - 1) <= tol and max_abs_diff(fixed, expected) <= tol:
+            return (
+                f"S[{i}, {i}] deu 1, mas a linha {i} é o vetor nulo: ele não tem direção, e "
+                "o cosseno dele com todos (inclusive consigo) é 0. Pôr 1 em toda a diagonal "
+                "(fill_diagonal_(1)) acerta os outros e erra este; a divisão por "
+                "norma.clamp_min(1e-12) já dá 1 nos não nulos e 0 no nulo."
+            )
+    c = diag.clamp(0, 1).sqrt()  # (n,): o quanto cada vetor unitário encolheu
+    if (
+        bool((diag[~zero] > 1 + tol).any())
+        or max_abs_diff(c[:, None] * c * expected, received) > tol
+    ):
+        return None
+    off = (~zero) & ((diag - 1).abs() > tol)
+    if not bool(off.any()):
+        return None
+    i = int(off.nonzero()[0])
+    value = float(diag[i])
+    shown = fmt(value, 0, sci=True) if value < 0.5 else f"1 − {fmt(1 - value, 1, sci=True)}"
+    return (
+        f"S[{i}, {i}] deu {shown}, mas a linha {i} não é nula (norma "
+        f"{_size(float(norms[i]))}) e o cosseno de um vetor consigo é 1 (tolerância "
+        f"{fmt(tol, 0, sci=True)}): a "
+        "proteção contra a divisão por 0 encolheu vetores que não são nulos. Somar um ε à "
+        "norma (v / (norma + ε)) muda todo cosseno em cerca de ε/norma, e um clamp_min "
+        "maior que a norma de um vetor curto (como 1e-2) o deixa mais curto que 1. Divida "
+        "por norma.clamp_min(1e-12): ela só age no vetor nulo."
+    )
 
 
 def _random_vectors(g: torch.Generator) -> Tensor:
@@ -263,9 +359,17 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
     for vectors, case_seed in cases:
         n, d = vectors.shape
         zero_rows = (vectors.abs().sum(dim=-1) == 0).nonzero().squeeze(1).tolist()
+        norms = vectors.norm(dim=-1)
+        short = ((norms > 0) & (norms < 0.05)).nonzero().squeeze(1).tolist()
         where = (
-            f"Para vectors (n, d) = ({n}, {d})"
-            + (f" com a linha {zero_rows[0]} nula" if zero_rows else "")
+            f"Para vectors (n, d) = ({n}, {d}), {vectors.dtype}"
+            + (f", com a linha {zero_rows[0]} nula" if zero_rows else "")
+            + (
+                f", com {len(short)} vetores curtos (norma a partir de "
+                f"{fmt(float(norms[short].min()), 0, sci=True)})"
+                if short
+                else ""
+            )
             + seed_note(case_seed)
         )
         expected = _cosine(vectors)
@@ -304,17 +408,31 @@ def check_cosine_matrix(cosine_matrix: Callable[[Tensor], Tensor]) -> None:
                     else "."
                 )
             )
-        expect_close(
-            received,
-            expected.to(received.dtype),
-            where,
-            # a tolerância do tipo menos preciso entre a entrada e a resposta
-            atol=10 * max(_atol(vectors.dtype), _atol(received.dtype)),
-            name="o resultado",
-            variants=_cosine_variants(vectors, expected),
-        )
+        # a tolerância do tipo menos preciso entre a entrada e a resposta
+        atol = 10 * max(_atol(vectors.dtype), _atol(received.dtype))
+        try:
+            expect_close(
+                received,
+                expected.to(received.dtype),
+                where,
+                atol=atol,
+                name="o resultado",
+                variants=_cosine_variants(vectors, expected),
+            )
+        except ExerciseError as error:
+            # sem variante reconhecida: a proteção contra 0/0 pode ter mexido demais
+            diagnosis = (
+                _protection(vectors, received, expected, atol)
+                if "difere do esperado" in str(error)
+                else None
+            )
+            if diagnosis is None:
+                raise
+            raise ExerciseError(f"{where}, o resultado não confere: {diagnosis}") from None
         if not zero_rows:  # o gradiente de um vetor nulo depende da receita; fora dele, não
-            check_gradients(cosine_matrix, _cosine, {"vectors": vectors}, where, atol=1e-4)
+            # o gradiente do cosseno cresce como 1/norma: a tolerância acompanha
+            scale = max(1.0, 1.0 / float(norms.min()))
+            check_gradients(cosine_matrix, _cosine, {"vectors": vectors}, where, atol=1e-4 * scale)
         else:  # com um vetor nulo, o gradiente pode variar com a receita, mas não ser NaN
             expect_finite_gradient(
                 cosine_matrix,
@@ -354,6 +472,16 @@ def _nearest_case(
         weight[PAD_ID] = weight[1:].mean(dim=0) * 5  # perto de todos: apareceria no topo
     token_ids = torch.randperm(vocab - 1, generator=g)[:n] + 1  # (n,), sem o <pad>
     return weight, token_ids, k
+
+
+def _twins_case() -> tuple[Tensor, Tensor, int]:
+    """Dois tokens com a mesma linha (3 e 8), os dois pedidos: para cada um, o outro tem
+    cosseno 1, empatado com ele mesmo. Quem supõe que o próprio token vem em primeiro
+    (``topk(k + 1)[:, 1:]``) o deixa na lista de um dos dois, qualquer que seja a ordem
+    dos empates."""
+    weight, _, _ = _nearest_case(torch.Generator().manual_seed(7), 11, 3, 1, 3, False)
+    weight[8] = weight[3]
+    return weight, torch.tensor([3, 8, 5]), 3
 
 
 _NEAREST_FIXED = [  # (|V|, d, n, k, linha do <pad> nula?)
@@ -410,6 +538,7 @@ def check_nearest_tokens(nearest_tokens: Callable[[Tensor, Tensor, int], Tensor]
         (*_nearest_case(torch.Generator().manual_seed(i), *shape), None)
         for i, shape in enumerate(_NEAREST_FIXED)
     ]
+    cases.append((*_twins_case(), None))
     for _ in range(8):
         vocab = int(torch.randint(6, 25, (1,), generator=g))
         d = int(torch.randint(2, 6, (1,), generator=g))
@@ -452,6 +581,26 @@ def check_nearest_tokens(nearest_tokens: Callable[[Tensor, Tensor, int], Tensor]
         for diagnosis, wrong in _nearest_variants(weight, token_ids, k):
             if not torch.equal(wrong, expected) and torch.equal(received, wrong):
                 raise ExerciseError(f"{message}: {diagnosis}")
+        itself = (received == token_ids[:, None]).any(dim=-1)  # (n,)
+        if bool(itself.any()):
+            i = int(itself.nonzero()[0])
+            twins = [
+                j
+                for j in range(len(weight))
+                if j != int(token_ids[i]) and torch.equal(weight[j], weight[token_ids[i]])
+            ]
+            raise ExerciseError(
+                f"{message}: a linha {i} traz o próprio token {int(token_ids[i])}, que fica "
+                "de fora. Pular o primeiro da lista (topk(k + 1)[:, 1:]) supõe que o "
+                "próprio token é sempre o mais parecido"
+                + (
+                    f", mas aqui o token {twins[0]} tem a mesma linha da tabela (cosseno 1, "
+                    "empatado com ele)"
+                    if twins
+                    else ", e nem sempre é (empates, linhas nulas)"
+                )
+                + ". Tire-o com -inf antes do topk."
+            )
         raise ExerciseError(message + ".")
     sizes = (2, 6)
     small, large = op_counts_by_size(

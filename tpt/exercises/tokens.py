@@ -359,18 +359,29 @@ def check_pad_left(
 # Exercício 3: uma palavra nova com as fusões aprendidas, na ordem
 # --------------------------------------------------------------------------------------
 def _merge(
-    symbols: list[str], pair: tuple[str, str], *, loose: bool = False, once: bool = False
+    symbols: list[str],
+    pair: tuple[str, str],
+    *,
+    loose: bool = False,
+    once: bool = False,
+    glued: bool = False,
 ) -> list[str]:
-    """Uma fusão da esquerda para a direita (e, com as opções, as variantes erradas)."""
+    """Uma fusão da esquerda para a direita (e, com as opções, as variantes erradas).
+
+    ``glued``: junta quando o texto dos dois vizinhos é ``a + b``, sem olhar onde fica a
+    fronteira entre eles (("a", "bc") passaria por ("ab", "c")).
+    """
     merged: list[str] = []
     i, done = 0, False
     while i < len(symbols):
-        match = (
-            i + 1 < len(symbols)
-            and symbols[i] == pair[0]
-            and (loose or symbols[i + 1] == pair[1])
-            and not (once and done)
-        )
+        pair_matches = False
+        if i + 1 < len(symbols):
+            left, right = symbols[i], symbols[i + 1]
+            if glued:
+                pair_matches = left + right == pair[0] + pair[1]
+            else:
+                pair_matches = left == pair[0] and (loose or right == pair[1])
+        match = pair_matches and not (once and done)
         if match:
             merged.append(symbols[i] + symbols[i + 1])
             i += 2
@@ -404,6 +415,8 @@ def _bpe_word_from_right(word: str, merges: list[tuple[str, str]]) -> list[str]:
 _BPE_CASES: list[tuple[str, list[tuple[str, str]]]] = [
     (" cadeira", [(" ", "c"), ("r", "a"), (" c", "a"), ("d", "e"), ("de", "i"), ("dei", "ra")]),
     ("abc", [("b", "c"), ("a", "b")]),  # a ordem decide: a + bc, não ab + c
+    # a fronteira decide: "a" + "bc" tem o texto de "ab" + "c", mas não é esse par
+    ("abc", [("b", "c"), ("ab", "c")]),
     ("aaaa", [("a", "a"), ("aa", "a")]),  # sobreposição: da esquerda para a direita
     ("aaa", [("a", "a")]),
     ("acab", [("a", "b")]),  # só o par inteiro: o "a" seguido de "c" fica
@@ -475,6 +488,12 @@ def check_bpe_word(bpe_word: Callable[[str, list[tuple[str, str]]], list[str]]) 
                     "é o resultado de juntar quando só o primeiro token do par confere; "
                     "os dois precisam conferir (symbols[i] == a e symbols[i + 1] == b).",
                     _bpe_word(word, merges, loose=True),
+                ),
+                (
+                    "é o resultado de juntar quando o texto dos dois vizinhos é a + b, sem "
+                    "olhar a fronteira: ('a', 'bc') tem o texto de ('ab', 'c'), mas não é "
+                    "esse par; compare cada token (symbols[i] == a e symbols[i + 1] == b).",
+                    _bpe_word(word, merges, glued=True),
                 ),
                 (
                     "é o resultado de juntar só a primeira ocorrência de cada par; cada "
