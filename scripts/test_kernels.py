@@ -13,7 +13,10 @@ guardadas dos notebooks precisam valer em qualquer CPU; este script roda o nbval
 elas com os núcleos trocados:
 
 - `genérico`: os três no caminho mais simples (sempre);
-- `avx2`: AVX2 em vez de AVX-512 (só onde a máquina tem AVX-512).
+- `avx2`: AVX2 em vez de AVX-512 nos três (só onde a máquina tem AVX-512);
+- `avx2-só-aten`: só o PyTorch em AVX2, com a MKL e a oneDNN nos núcleos nativos (só
+  onde a máquina tem AVX-512). Misturas assim acontecem de verdade (uma MKL que escolhe
+  o próprio caminho) e já mudaram uma saída que os outros dois conjuntos não mudavam.
 
 As saídas foram gravadas (`make notebooks`) com os núcleos nativos de alguma máquina;
 passar aqui prova que a gravação e a conferência podem usar núcleos diferentes.
@@ -34,6 +37,7 @@ KERNEL_SETS: dict[str, dict[str, str]] = {
         "ONEDNN_MAX_CPU_ISA": "SSE41",
     },
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "avx2-só-aten": {"ATEN_CPU_CAPABILITY": "avx2"},
 }
 PROBE = "import torch; print(torch.backends.cpu.get_cpu_capability())"
 
@@ -50,7 +54,7 @@ def kernel_sets(native: str) -> list[str]:
     """Os conjuntos a conferir, dado o nativo desta máquina."""
     chosen = ["genérico"]
     if native.upper().startswith("AVX512"):
-        chosen.append("avx2")
+        chosen += ["avx2", "avx2-só-aten"]
     return chosen
 
 

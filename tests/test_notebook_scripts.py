@@ -50,7 +50,7 @@ def test_notebooks_run_without_the_tcp_warning(tmp_path):
 @pytest.mark.parametrize(
     ("native", "expected"),
     [
-        ("AVX512", ["genérico", "avx2"]),
+        ("AVX512", ["genérico", "avx2", "avx2-só-aten"]),
         ("AVX2", ["genérico"]),
         ("DEFAULT", ["genérico"]),
         ("SVE256", ["genérico"]),
@@ -58,6 +58,11 @@ def test_notebooks_run_without_the_tcp_warning(tmp_path):
 )
 def test_kernel_sets_always_include_another_set_than_the_native_one(native, expected):
     assert test_kernels.kernel_sets(native) == expected
+
+
+def test_the_mixed_set_changes_only_pytorch_and_leaves_mkl_and_onednn_native():
+    """A mistura que mudou uma saída do 02: ATEN_CPU_CAPABILITY=avx2 sozinho."""
+    assert test_kernels.KERNEL_SETS["avx2-só-aten"] == {"ATEN_CPU_CAPABILITY": "avx2"}
 
 
 def test_the_generic_set_really_changes_the_kernels_pytorch_uses():
