@@ -2,9 +2,9 @@
 
 As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as passa
 pelas conferências). Aqui, para cada exercício: o pendente, respostas certas em outros
-estilos, e respostas erradas de cada classe (entrada modificada no lugar, gradiente
-cortado, função proibida por apelido, argumento padrão, partial ou nome ATen, laço
-escondido num map ou numa função auxiliar, tabela dos casos fixos, erros típicos).
+estilos, e respostas erradas de cada classe (entrada modificada no lugar, função proibida
+por apelido, argumento padrão ou partial, laço escondido num map ou numa função auxiliar,
+tabela dos casos fixos ou das máscaras pequenas montada fora da função, erros típicos).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import functools
 
 import pytest
 import torch
-import torch.nn.functional as F
 from exercise_answers import accepted as _accepted
 from exercise_answers import rejected as _rejected
 from exercise_answers import stub  # noqa: E402
@@ -28,16 +27,16 @@ ex = checks("masks")
 
 def test_checks_show_only_the_checks():
     assert dir(ex) == sorted(
-        ["check_sliding_window_mask", "check_left_padded_decoder_mask", "check_masked_softmax"]
+        ["check_document_mask", "check_left_padded_decoder_mask", "check_sliding_window_mask"]
     )
-    for hidden in ("_window_reference", "_left_reference", "_reference_masked_softmax"):
+    for hidden in ("_window_variants", "_left_reference", "_doc_reference"):
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, hidden)
 
 
 @pytest.mark.parametrize(
     "check",
-    [ex.check_sliding_window_mask, ex.check_left_padded_decoder_mask, ex.check_masked_softmax],
+    [ex.check_sliding_window_mask, ex.check_left_padded_decoder_mask, ex.check_document_mask],
 )
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
@@ -116,6 +115,24 @@ def test_window_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
         "No caso sorteado",
         "semente",
     )
+
+
+def test_window_table_built_outside_for_the_small_sizes_fails_on_drawn_cases(capsys):
+    """Uma tabela de tpt.sliding_window_mask montada fora da função (t ≤ 12, window ≤ 10)."""
+    table = {(t, w): renamed_window(t, w) for t in range(1, 13) for w in range(1, 11)}
+    _rejected(
+        ex.check_sliding_window_mask,
+        lambda t, w: table[(t, w)].clone(),
+        capsys,
+        "No caso sorteado",
+        "semente",
+    )
+
+
+def test_window_drawn_sizes_come_from_a_wide_range_and_stay_cheap():
+    sizes = [(t, w) for _ in range(30) for _, t, w in module._window_cases()[7:]]
+    assert max(t for t, _ in sizes) > 100 and min(t for t, _ in sizes) >= 13
+    assert all(1 <= w < t <= 256 for t, w in sizes)
 
 
 @pytest.mark.parametrize(
@@ -247,139 +264,133 @@ def test_left_errors_are_explained(capsys):
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: softmax com máscara, sem NaN
+# Exercício 3: sequências empacotadas
 # --------------------------------------------------------------------------------------
-def softmax_fill(scores, mask):
-    masked = scores.masked_fill(mask, float("-inf"))
-    empty = torch.isneginf(masked).all(-1, keepdim=True)
-    return torch.softmax(masked.masked_fill(empty, 0.0), -1).masked_fill(empty, 0.0)
+def document_compare(doc_ids, pad_id):
+    t = doc_ids.shape[1]
+    other = doc_ids[:, :, None] != doc_ids[:, None, :]  # (b, t, t)
+    pad = (doc_ids == pad_id)[:, None, :]  # (b, 1, t)
+    return (other | tpt.causal_mask(t) | pad)[:, None]
 
 
-def softmax_by_hand(scores, mask):  # exp à mão, com o máximo de cada linha
-    masked = scores.masked_fill(mask, float("-inf"))
-    top = masked.amax(-1, keepdim=True)
-    top = torch.where(torch.isneginf(top), torch.zeros_like(top), top)
-    e = torch.exp(masked - top)
-    total = e.sum(-1, keepdim=True)
-    return e / torch.where(total == 0, torch.ones_like(total), total)
+def document_merge_masks(doc_ids, pad_id):
+    """Outro estilo: tpt.merge_masks para a causal e os <pad>, e a parte dos documentos."""
+    b, t = doc_ids.shape
+    base = tpt.merge_masks(key_padding_mask=doc_ids == pad_id, is_causal=True, t=t)  # (b, 1, t, t)
+    return base | (doc_ids.unsqueeze(-1) != doc_ids.unsqueeze(-2)).unsqueeze(1)
 
 
-def softmax_with_where(scores, mask):
-    visible = ~mask & ~torch.isneginf(scores)
-    any_visible = visible.any(-1, keepdim=True)
-    safe = torch.where(visible, scores, torch.zeros_like(scores))
-    safe = torch.where(visible, safe, torch.full_like(scores, float("-inf")))
-    safe = torch.where(any_visible, safe, torch.zeros_like(safe))
-    return torch.where(any_visible, torch.softmax(safe, -1), torch.zeros_like(safe))
+def document_visible(doc_ids, pad_id):
+    """Outro estilo: o que é visível, invertido no fim."""
+    t = doc_ids.shape[1]
+    same = doc_ids[:, None, :, None] == doc_ids[:, None, None, :]
+    past = torch.ones(t, t, dtype=torch.bool).tril()
+    real_key = (doc_ids != pad_id)[:, None, None, :]
+    return ~(same & past & real_key)
 
 
-@pytest.mark.parametrize("answer", [softmax_fill, softmax_by_hand, softmax_with_where])
-def test_softmax_correct_styles_pass(answer, capsys):
-    _accepted(ex.check_masked_softmax, answer, capsys)
+@pytest.mark.parametrize("answer", [document_compare, document_merge_masks, document_visible])
+def test_document_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_document_mask, answer, capsys)
 
 
-def test_softmax_naive_gives_nan_in_the_forward(capsys):
-    _rejected(
-        ex.check_masked_softmax,
-        lambda s, m: torch.softmax(s.masked_fill(m, float("-inf")), -1),
-        capsys,
-        "há NaN nos pesos (na ida), exatamente nas linhas sem nenhuma chave visível",
-    )
+def test_document_in_place_change_of_doc_ids_is_named(capsys):
+    def in_place(doc_ids, pad_id):
+        doc_ids[doc_ids == pad_id] = -7
+        return document_compare(doc_ids, -7)
+
+    _rejected(ex.check_document_mask, in_place, capsys, "modificou `doc_ids` no lugar")
 
 
-def test_softmax_fixing_only_the_forward_is_rejected_in_the_backward(capsys):
-    _rejected(
-        ex.check_masked_softmax,
-        lambda s, m: torch.softmax(s.masked_fill(m, float("-inf")), -1).nan_to_num(0.0),
-        capsys,
-        "o gradiente em relação às pontuações tem NaN (na volta)",
-    )
-
-
-@pytest.mark.parametrize(
-    ("answer", "fragment"),
-    [
-        (lambda s, m: torch.softmax(s.masked_fill(m, -1e9), -1), "masked_fill(mask, -1e9)"),
-        (lambda s, m: torch.softmax(s.masked_fill(m, 0.0), -1), "0 não bloqueia nada"),
-        (lambda s, m: softmax_fill(s, ~m), "convenção invertida"),
-    ],
-    ids=["-1e9", "zero", "invertida"],
-)
-def test_softmax_typical_mistakes_are_diagnosed(answer, fragment, capsys):
-    _rejected(ex.check_masked_softmax, answer, capsys, fragment)
-
-
-def test_softmax_in_place_change_of_scores_is_named(capsys):
-    def in_place(scores, mask):
-        scores.masked_fill_(mask, float("-inf"))
-        return softmax_fill(scores, mask)
-
-    _rejected(ex.check_masked_softmax, in_place, capsys, "modificou `scores` no lugar")
-
-
-@pytest.mark.parametrize(
-    ("answer", "fragment"),
-    [
-        (lambda s, m: softmax_fill(s.detach(), m), "não tem gradiente"),
-        (torch.no_grad()(softmax_fill), "não tem gradiente"),
-        (
-            lambda s, m: (lambda e: e / e.sum(-1, keepdim=True).detach().clamp(min=1e-30))(
-                torch.exp(s.masked_fill(m, float("-inf")) - 3.0)
-            ),
-            "o gradiente em relação a `scores` difere",
-        ),
-    ],
-    ids=["detach", "no_grad", "normalizador-sem-gradiente"],
-)
-def test_softmax_wrong_gradients_are_rejected(answer, fragment, capsys):
-    _rejected(ex.check_masked_softmax, answer, capsys, fragment)
-
-
-def _sdpa_default(s, m, _attend=F.scaled_dot_product_attention):
-    _attend(s[..., None], s[..., None], s[..., None])
-    return softmax_fill(s, m)
-
-
-def _tpt_default(s, m, _attend=tpt.scaled_dot_product_attention):
-    _attend(s[..., None], s[..., None], s[..., None])
-    return softmax_fill(s, m)
-
-
-HIDDEN_SDPA = functools.partial(F.scaled_dot_product_attention, dropout_p=0.0)
+def _document_row(doc_ids, pad_id, n):
+    return document_compare(doc_ids[n : n + 1], pad_id)[0]
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        _sdpa_default,
-        lambda s, m: (
-            HIDDEN_SDPA(s[..., None], s[..., None], s[..., None])[..., 0] * 0 + softmax_fill(s, m)
+        lambda d, p: torch.stack([_document_row(d, p, n) for n in range(d.shape[0])]),
+        lambda d, p: torch.stack(list(map(functools.partial(_document_row, d, p), range(len(d))))),
+    ],
+    ids=["compreensao", "map-partial"],
+)
+def test_document_hidden_loops_are_rejected(answer, capsys):
+    _rejected(ex.check_document_mask, answer, capsys, "Sem laços")
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (lambda d, p: ~document_compare(d, p), "convenção invertida"),
+        (
+            lambda d, p: ((d[:, :, None] != d[:, None, :]) | (d == p)[:, None, :])[:, None],
+            "falta a parte causal",
         ),
-        lambda s, m: (
-            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                *(torch.zeros(1, 1, 2, 4),) * 3
-            )[0].sum()
-            * 0
-            + softmax_fill(s, m)
+        (
+            lambda d, p: (tpt.causal_mask(d.shape[1])[None] | (d == p)[:, None, :])[:, None],
+            "os documentos se enxergam",
         ),
-        _tpt_default,
-        lambda s, m: (
-            tpt.MultiHeadAttention(1, 1)(torch.zeros(1, 2, 1))[0].sum() * 0 + softmax_fill(s, m)
+        (
+            lambda d, p: ((d[:, :, None] != d[:, None, :]) | tpt.causal_mask(d.shape[1]))[:, None],
+            "as consultas <pad> veem os <pad> anteriores",
+        ),
+        (
+            lambda d, p: (
+                (d[:, :, None] == d[:, None, :])
+                | tpt.causal_mask(d.shape[1])
+                | (d == p)[:, None, :]
+            )[:, None],
+            "bloqueou as chaves do mesmo documento",
         ),
     ],
-    ids=["F.sdpa-argumento-padrao", "F.sdpa-partial", "aten", "tpt-argumento-padrao", "tpt-MHA"],
+    ids=["invertida", "sem-causal", "sem-documentos", "pad-ve-pad", "documentos-trocados"],
 )
-def test_softmax_ready_attention_is_seen_whatever_the_name(answer, capsys):
-    _rejected(ex.check_masked_softmax, answer, capsys, "chamou a atenção pronta")
+def test_document_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_document_mask, answer, capsys, fragment)
 
 
-def test_softmax_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
-    fixed = [(s, m) for _, s, m in module._softmax_cases()[:5]]
+def test_document_missing_head_axis_and_dtype_are_explained(capsys):
+    _rejected(
+        ex.check_document_mask,
+        lambda d, p: document_compare(d, p)[:, 0],
+        capsys,
+        "falta o eixo das cabeças",
+    )
+    _rejected(
+        ex.check_document_mask, lambda d, p: document_compare(d, p).int(), capsys, "torch.bool"
+    )
 
-    def lookup(scores, mask):
-        for s, m in fixed:
-            if s.shape == scores.shape and m.shape == mask.shape and torch.equal(s, scores):
-                return softmax_fill(scores, mask)
-        return torch.softmax(scores, -1)
 
-    _rejected(ex.check_masked_softmax, lookup, capsys, "No caso sorteado", "semente")
+def test_document_unknown_mistake_names_the_first_wrong_cell(capsys):
+    def wrong(doc_ids, pad_id):
+        mask = document_compare(doc_ids, pad_id).clone()
+        mask[0, 0, 4, 3] = ~mask[0, 0, 4, 3]
+        return mask
+
+    _rejected(
+        ex.check_document_mask,
+        wrong,
+        capsys,
+        "na posição (exemplo 0, cabeça 0, consulta 4, chave 3)",
+    )
+
+
+def test_document_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = {
+        (doc_ids.numpy().tobytes(), tuple(doc_ids.shape), pad): document_compare(doc_ids, pad)
+        for _, doc_ids, pad in module._doc_cases()[:4]
+    }
+
+    def lookup(doc_ids, pad_id):
+        key = (doc_ids.numpy().tobytes(), tuple(doc_ids.shape), pad_id)
+        b, t = doc_ids.shape
+        return fixed.get(key, torch.zeros(b, 1, t, t, dtype=torch.bool))
+
+    _rejected(ex.check_document_mask, lookup, capsys, "No caso sorteado", "semente")
+
+
+def test_document_drawn_cases_have_several_documents_and_pads():
+    drawn = module._doc_cases()[4:]
+    assert len(drawn) == 3
+    for _, doc_ids, pad_id in drawn:
+        assert pad_id not in set(doc_ids[doc_ids != pad_id].tolist())

@@ -1,20 +1,20 @@
 """Conferências dos exercícios do notebook 04_atencao_multicabeca (tpt.exercises.multihead).
 
 As soluções de referência vivem só no notebook (tests/test_notebook_solutions.py as roda
-pelas conferências). Aqui: respostas certas em outros estilos (aceitas) e as erradas de
-cada classe da issue 22 (recusadas, com a mensagem certa): entrada modificada no lugar,
-gradiente cortado, regra burlada por apelido, argumento padrão, ``partial``, nome
-"interno" ou módulo do PyTorch, laço escondido num ``map`` ou numa função auxiliar,
-tabela dos casos fixos, e os erros típicos de cada exercício.
+pelas conferências). Aqui: respostas certas em outros estilos (aceitas) e as erradas
+(recusadas, com a mensagem certa): entrada modificada no lugar, o próprio módulo
+devolvido, memória dividida com o original, parâmetros congelados, um ``forward`` trocado
+que esconde parâmetros errados, tabela dos casos fixos e os erros típicos de cada
+exercício.
 """
 
 from __future__ import annotations
 
-import functools
+import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
+from exercise_answers import accepted, rejected, stub
 from torch import nn
 
 import tpt
@@ -24,10 +24,6 @@ from tpt.exercises import multihead as module
 ex = checks("multihead")
 
 
-def stub(*args):
-    raise NotImplementedError("Escreva sua solução aqui")
-
-
 def _run(check, answer, capsys):
     result = check(answer)
     return result, capsys.readouterr().out
@@ -35,426 +31,349 @@ def _run(check, answer, capsys):
 
 def test_checks_show_only_the_checks():
     assert sorted(dir(ex)) == sorted(
-        ["check_head_contributions", "check_gqa_forward", "check_attention_flops"]
+        ["check_permute_heads", "check_gqa_to_mha", "check_attention_flops"]
     )
-    for hidden in ("_gqa_reference", "_contributions", "_measured_flops", "_heads"):
+    for hidden in ("_permuted", "_expanded", "_measured_flops", "_module"):
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, hidden)
 
 
 @pytest.mark.parametrize(
-    "check", [ex.check_head_contributions, ex.check_gqa_forward, ex.check_attention_flops]
+    "check", [ex.check_permute_heads, ex.check_gqa_to_mha, ex.check_attention_flops]
 )
 def test_stub_is_pending(check, capsys):
     result, out = _run(check, stub, capsys)
     assert result is False and "⏳" in out and "ainda não resolvido" in out
 
 
-def _split(x, heads, d_h):
-    b, n = x.shape[:2]
-    return x.view(b, n, heads, d_h).transpose(1, 2)
-
-
 # ======================================================================================
-# Exercício 1: a contribuição de cada cabeça
+# Exercício 1: as cabeças em outra ordem
 # ======================================================================================
-def contributions_matmul(x, mha):
-    b, t, d = x.shape
-    h, d_h = mha.num_heads, mha.head_dim
-    q, k, v = (_split(z, h, d_h) for z in mha.project_qkv(x))
-    heads, _ = tpt.scaled_dot_product_attention(q, k, v)  # (b, h, t, d_h)
-    return heads @ mha.out_proj.weight.view(d, h, d_h).permute(1, 2, 0)  # (b, h, t, d)
-
-
-def contributions_from_weights(x, mha):
-    """Outro estilo: pesos pedidos ao módulo, valores pelo qkv_proj e einsum."""
-    b, t, d = x.shape
-    h, d_h = mha.num_heads, mha.head_dim
-    _, weights = mha(x, need_weights=True)  # (b, h, t, t)
-    v = F.linear(
-        x,
-        mha.qkv_proj.weight[2 * d :],
-        mha.qkv_proj.bias[2 * d :] if mha.qkv_proj.bias is not None else None,
-    )
-    heads = weights @ _split(v, h, d_h)  # (b, h, t, d_h)
-    w_o = mha.out_proj.weight.unflatten(1, (h, d_h))  # (d, h, d_h)
-    return torch.einsum("bhtk,ohk->bhto", heads, w_o)
-
-
-@pytest.mark.parametrize("bias", [True, False])
-def test_contributions_plus_bias_sum_to_the_module_output(bias):
-    mha = module._module(12, 3, bias=bias)
-    x = torch.randn(2, 5, 12)
+def permute_views(mha, order):
+    """A resposta com view: blocos (3, h, d_h, d) e colunas (d, h, d_h)."""
+    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
+    new = copy.deepcopy(mha)
     with torch.no_grad():
-        total = module._contributions(x, mha).sum(dim=1)
-        if bias:
-            total = total + mha.out_proj.bias
-        torch.testing.assert_close(total, mha(x)[0], atol=1e-5, rtol=0)
+        new.qkv_proj.weight.copy_(
+            mha.qkv_proj.weight.view(3, h, d_h, d)[:, order].reshape(3 * d, d)
+        )
+        new.out_proj.weight.copy_(mha.out_proj.weight.view(d, h, d_h)[:, order].reshape(d, d))
+        if mha.qkv_proj.bias is not None:
+            new.qkv_proj.bias.copy_(mha.qkv_proj.bias.view(3, h, d_h)[:, order].reshape(3 * d))
+    return new
 
 
-@pytest.mark.parametrize("answer", [contributions_matmul, contributions_from_weights])
-def test_contributions_correct_styles_are_accepted(answer, capsys):
-    result, out = _run(ex.check_head_contributions, answer, capsys)
-    assert result is True, out
+def permute_indices(mha, order):
+    """Outro estilo: índices de linhas e colunas, parâmetros novos num módulo recém-criado."""
+    d, d_h = mha.embed_dim, mha.head_dim
+    heads = (torch.tensor(order)[:, None] * d_h + torch.arange(d_h)).flatten()  # (d,)
+    rows = torch.cat([heads, d + heads, 2 * d + heads])  # (3d,)
+    bias = mha.qkv_proj.bias is not None
+    new = tpt.MultiHeadAttention(d, mha.num_heads, bias=bias)
+    new.qkv_proj.weight = nn.Parameter(mha.qkv_proj.weight.detach()[rows])
+    new.out_proj.weight = nn.Parameter(mha.out_proj.weight.detach()[:, heads])
+    if bias:
+        new.qkv_proj.bias = nn.Parameter(mha.qkv_proj.bias.detach()[rows])
+        new.out_proj.bias = nn.Parameter(mha.out_proj.bias.detach().clone())
+    return new
 
 
-def test_contributions_in_place_change_of_x_is_named(capsys):
-    def in_place(x, mha):
-        out = contributions_matmul(x, mha)
-        x.mul_(1.0)
-        return out
+def permute_loop(mha, order):
+    """Outro estilo: um laço sobre as cabeças, fatia a fatia (permitido: o enunciado não proíbe)."""
+    d, d_h = mha.embed_dim, mha.head_dim
+    new = copy.deepcopy(mha)
+    with torch.no_grad():
+        for i, j in enumerate(order):
+            new_rows, old_rows = slice(i * d_h, (i + 1) * d_h), slice(j * d_h, (j + 1) * d_h)
+            for block in range(3):
+                start = block * d
+                new.qkv_proj.weight[start:][new_rows] = mha.qkv_proj.weight[start:][old_rows]
+                if mha.qkv_proj.bias is not None:
+                    new.qkv_proj.bias[start:][new_rows] = mha.qkv_proj.bias[start:][old_rows]
+            new.out_proj.weight[:, new_rows] = mha.out_proj.weight[:, old_rows]
+    return new
 
-    result, out = _run(ex.check_head_contributions, in_place, capsys)
-    assert result is False and "modificou `x` no lugar" in out
+
+@pytest.mark.parametrize("answer", [permute_views, permute_indices, permute_loop])
+def test_permute_correct_styles_are_accepted(answer, capsys):
+    accepted(ex.check_permute_heads, answer, capsys)
 
 
-def test_contributions_in_place_change_of_the_module_is_named(capsys):
-    def in_place(x, mha):
+def test_permute_in_place_change_of_the_module_is_named(capsys):
+    def in_place(mha, order):
+        new = permute_views(mha, order)
         with torch.no_grad():
-            mha.out_proj.bias.zero_()
-        return contributions_matmul(x, mha)
+            mha.out_proj.weight.copy_(new.out_proj.weight)
+        return new
 
-    result, out = _run(ex.check_head_contributions, in_place, capsys)
-    assert result is False and "modificou `mha` no lugar" in out
-
-
-def _one_head(heads, w_o, i):
-    return heads[:, i] @ w_o[i]
+    rejected(ex.check_permute_heads, in_place, capsys, "modificou `mha` no lugar")
 
 
-LOOPY_CONTRIBUTIONS = {
-    "for": lambda heads, w_o: torch.stack([heads[:, i] @ w_o[i] for i in range(len(w_o))], 1),
-    "map": lambda heads, w_o: torch.stack(
-        list(map(lambda i: heads[:, i] @ w_o[i], range(len(w_o)))), 1
-    ),
-    "auxiliar": lambda heads, w_o: torch.stack(
-        [_one_head(heads, w_o, i) for i in range(len(w_o))], 1
-    ),
-}
+def test_permute_in_place_change_of_order_is_named(capsys):
+    def sorts(mha, order):
+        new = permute_views(mha, order)
+        order.sort()
+        return new
+
+    rejected(ex.check_permute_heads, sorts, capsys, "modificou `order` no lugar")
 
 
-@pytest.mark.parametrize("name", sorted(LOOPY_CONTRIBUTIONS))
-def test_contributions_loop_over_heads_is_seen_by_operation_counts(name, capsys):
-    def loopy(x, mha):
-        b, t, d = x.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = (_split(z, h, d_h) for z in mha.project_qkv(x))
-        heads, _ = tpt.scaled_dot_product_attention(q, k, v)
-        w_o = mha.out_proj.weight.view(d, h, d_h).permute(1, 2, 0)
-        return LOOPY_CONTRIBUTIONS[name](heads, w_o)
+def test_permute_returning_the_same_module_is_rejected(capsys):
+    def same(mha, order):
+        return mha
 
-    result, out = _run(ex.check_head_contributions, loopy, capsys)
-    assert result is False and "cresce com h" in out
+    rejected(ex.check_permute_heads, same, capsys, "devolveu o próprio módulo")
 
 
-def test_contributions_table_of_the_fixed_cases_is_rejected(capsys):
-    seen = []
+@pytest.mark.parametrize(
+    ("share", "name"),
+    [
+        (lambda new, mha: setattr(new.out_proj, "bias", mha.out_proj.bias), "out_proj.bias"),
+        (
+            lambda new, mha: setattr(new.out_proj, "bias", nn.Parameter(mha.out_proj.bias.data)),
+            "out_proj.bias",
+        ),
+    ],
+    ids=["mesmo-parametro", "parameter-sobre-os-mesmos-dados"],
+)
+def test_permute_shared_memory_is_rejected(share, name, capsys):
+    def sharing(mha, order):
+        new = permute_views(mha, order)
+        share(new, mha)
+        return new
 
-    def remember(x, mha):
-        seen.append(x.clone())
-        return contributions_matmul(x, mha)
-
-    ex.check_head_contributions(remember)
-    table = {x.numpy().tobytes(): None for x in seen}
-    capsys.readouterr()
-
-    def lookup(x, mha):
-        if x.numpy().tobytes() in table:
-            return contributions_matmul(x, mha)
-        b, t, d = x.shape
-        return torch.zeros(b, mha.num_heads, t, d)
-
-    result, out = _run(ex.check_head_contributions, lookup, capsys)
-    assert result is False and "difere do esperado" in out
-
-
-def test_contributions_rows_instead_of_columns_are_diagnosed(capsys):
-    def rows(x, mha):
-        b, t, d = x.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = (_split(z, h, d_h) for z in mha.project_qkv(x))
-        heads, _ = tpt.scaled_dot_product_attention(q, k, v)
-        return heads @ mha.out_proj.weight.view(h, d_h, d)
-
-    result, out = _run(ex.check_head_contributions, rows, capsys)
-    assert result is False and "usou as linhas" in out
+    rejected(ex.check_permute_heads, sharing, capsys, "mesma memória do original", name)
 
 
-def test_contributions_with_the_bias_in_each_head_are_diagnosed(capsys):
-    result, out = _run(
-        ex.check_head_contributions,
-        lambda x, m: contributions_matmul(x, m) + m.out_proj.bias,
+def test_permute_frozen_parameters_are_rejected(capsys):
+    def frozen(mha, order):
+        return permute_views(mha, order).requires_grad_(False)
+
+    rejected(ex.check_permute_heads, frozen, capsys, "requires_grad=False")
+
+
+def test_permute_forward_swapped_for_the_original_does_not_pass(capsys):
+    """Só os parâmetros contam: um forward que chama o original não esconde o erro."""
+
+    def hijack(mha, order):
+        new = copy.deepcopy(mha)  # os parâmetros ficam na ordem antiga
+
+        def forward(query, key=None, value=None, need_weights=False, **kwargs):
+            out, weights = mha(query, key, value, need_weights=True, **kwargs)
+            return out, weights[:, order]
+
+        new.forward = forward
+        return new
+
+    rejected(ex.check_permute_heads, hijack, capsys, "mapa de pesos de cada cabeça")
+
+
+def test_permute_wrong_kind_of_result_is_explained(capsys):
+    rejected(
+        ex.check_permute_heads,
+        lambda mha, order: nn.MultiheadAttention(mha.embed_dim, mha.num_heads),
         capsys,
+        "esperava um tpt.MultiHeadAttention",
     )
-    assert result is False and "viés de out_proj inteiro" in out
-
-
-def test_contributions_with_the_bias_split_among_heads_are_diagnosed(capsys):
-    def split_bias(x, mha):
-        return contributions_matmul(x, mha) + mha.out_proj.bias / mha.num_heads
-
-    result, out = _run(ex.check_head_contributions, split_bias, capsys)
-    assert result is False and "repartido entre as cabeças" in out
-
-
-def test_contributions_wrong_shape_is_explained(capsys):
-    result, out = _run(
-        ex.check_head_contributions, lambda x, m: contributions_matmul(x, m).sum(1), capsys
+    rejected(
+        ex.check_permute_heads,
+        lambda mha, order: tpt.MultiHeadAttention(mha.embed_dim, 1),
+        capsys,
+        "num_heads=1",
     )
-    assert result is False and "(b, h, t, d)" in out
 
 
-# ======================================================================================
-# Exercício 2: GQA em lote
-# ======================================================================================
-def gqa_project_qkv(query, key_value, mha):
-    b, t, d = query.shape
-    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q, k, v = mha.project_qkv(query, key_value)
-    q = _split(q, h, d_h)
-    k = _split(k, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-    v = _split(v, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-    out, _ = tpt.scaled_dot_product_attention(q, k, v)
-    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-
-def gqa_weight_slices(query, key_value, mha):
-    """Outro estilo: fatias de qkv_proj, expand + reshape e o kernel do PyTorch."""
-    b, t, d = query.shape
-    s = key_value.shape[1]
-    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    kv = h_kv * d_h
-    w, bias = mha.qkv_proj.weight, mha.qkv_proj.bias
-    part = (lambda a, z: None) if bias is None else (lambda a, z: bias[a:z])
-    q = _split(F.linear(query, w[:d], part(0, d)), h, d_h)
-    k = _split(F.linear(key_value, w[d : d + kv], part(d, d + kv)), h_kv, d_h)
-    v = _split(F.linear(key_value, w[d + kv :], part(d + kv, None)), h_kv, d_h)
-    group = h // h_kv
-    k = k[:, :, None].expand(b, h_kv, group, s, d_h).reshape(b, h, s, d_h)
-    v = v[:, :, None].expand(b, h_kv, group, s, d_h).reshape(b, h, s, d_h)
-    out = F.scaled_dot_product_attention(q, k, v)
-    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-
-def gqa_enable_gqa(query, key_value, mha):
-    b, t, d = query.shape
-    q, k, v = mha.project_qkv(query, key_value)
-    q = _split(q, mha.num_heads, mha.head_dim)
-    k, v = _split(k, mha.num_kv_heads, mha.head_dim), _split(v, mha.num_kv_heads, mha.head_dim)
-    out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-
-@pytest.mark.parametrize("answer", [gqa_project_qkv, gqa_weight_slices, gqa_enable_gqa])
-def test_gqa_correct_styles_are_accepted(answer, capsys):
-    result, out = _run(ex.check_gqa_forward, answer, capsys)
-    assert result is True, out
-
-
-def gqa_attention_in_default(query, key_value, mha, _attend=tpt.scaled_dot_product_attention):
-    """A atenção guardada num argumento padrão: a antiga contagem de chamadas via zero."""
-    b, t, d = query.shape
-    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q, k, v = mha.project_qkv(query, key_value)
-    k = _split(k, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-    v = _split(v, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-    out = _attend(_split(q, h, d_h), k, v)[0]
-    return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-
-def test_gqa_attention_through_a_default_argument_is_accepted(capsys):
-    result, out = _run(ex.check_gqa_forward, gqa_attention_in_default, capsys)
-    assert result is True, out
-
-
-@pytest.mark.parametrize("name", ["query", "key_value"])
-def test_gqa_in_place_change_of_each_input_is_named(name, capsys):
-    def in_place(query, key_value, mha):
-        out = gqa_project_qkv(query, key_value, mha)
-        {"query": query, "key_value": key_value}[name].add_(0.0)
-        return out
-
-    result, out = _run(ex.check_gqa_forward, in_place, capsys)
-    # No primeiro caso (autoatenção) key_value é o próprio query: o nome dado é `query`.
-    assert result is False and "modificou `query` no lugar" in out
-    only_key_value = _cross_attention_only(in_place)
-    result, out = _run(ex.check_gqa_forward, only_key_value, capsys)
-    assert result is False and f"modificou `{name}` no lugar" in out
-
-
-def _cross_attention_only(answer):
-    def wrapped(query, key_value, mha):
-        if key_value is query:
-            return gqa_project_qkv(query, key_value, mha)
-        return answer(query, key_value, mha)
-
-    return wrapped
-
-
-def test_gqa_in_place_change_of_the_module_is_named(capsys):
-    def in_place(query, key_value, mha):
+def _permute_wrong(
+    blocks="qkv", out_columns=True, out_rows=False, interleaved=False, inverse=False
+):
+    def answer(mha, order):
+        if inverse:
+            order = torch.tensor(order).argsort().tolist()
+        d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
+        new = copy.deepcopy(mha)
         with torch.no_grad():
-            mha.qkv_proj.weight.mul_(1.0)
-        return gqa_project_qkv(query, key_value, mha)
-
-    result, out = _run(ex.check_gqa_forward, in_place, capsys)
-    assert result is False and "modificou `mha` no lugar" in out
-
-
-def test_gqa_under_no_grad_is_rejected(capsys):
-    def no_grad(query, key_value, mha):
-        with torch.no_grad():
-            return gqa_project_qkv(query, key_value, mha)
-
-    result, out = _run(ex.check_gqa_forward, no_grad, capsys)
-    assert result is False and "não tem gradiente" in out
-
-
-def test_gqa_detached_weights_are_rejected_by_the_gradient(capsys):
-    def detached_bias(query, key_value, mha):
-        out = gqa_project_qkv(query, key_value, mha)
-        return out - mha.out_proj.bias + mha.out_proj.bias.detach()
-
-    result, out = _run(ex.check_gqa_forward, detached_bias, capsys)
-    assert result is False and "`mha.out_proj.bias`" in out
-
-
-mha_forward = tpt.MultiHeadAttention.forward
-
-
-def forward_in_default(query, key_value, mha, _f=tpt.MultiHeadAttention.forward):
-    return _f(mha, query, key_value)[0]
-
-
-def torch_module(query, key_value, mha):
-    d = mha.embed_dim
-    reference = nn.MultiheadAttention(d, mha.num_heads, batch_first=True)
-    return reference(query, key_value, key_value)[0]
-
-
-READY_MADE = {
-    "mha(...)": lambda q, kv, mha: mha(q, kv)[0],
-    "apelido": lambda q, kv, mha: mha_forward(mha, q, kv)[0],
-    "argumento-padrao": forward_in_default,
-    "partial": lambda q, kv, mha: functools.partial(mha.forward, need_weights=False)(q, kv)[0],
-    "etapa-interna": lambda q, kv, mha: mha.out_proj(
-        mha._attend(
-            *(_split(z, mha.num_heads, mha.head_dim) for z in mha.project_qkv(q, q)),
-            None,
-            None,
-            False,
-            False,
-        )[0]
-        .transpose(1, 2)
-        .reshape(q.shape)
-    ),
-    "nn.MultiheadAttention": torch_module,
-    "F.multi_head_attention_forward": lambda q, kv, mha: F.multi_head_attention_forward(
-        q.transpose(0, 1),
-        kv.transpose(0, 1),
-        kv.transpose(0, 1),
-        q.shape[-1],
-        mha.num_heads,
-        torch.randn(3 * q.shape[-1], q.shape[-1]),
-        None,
-        None,
-        None,
-        False,
-        0.0,
-        mha.out_proj.weight,
-        mha.out_proj.bias,
-    )[0].transpose(0, 1),
-}
-
-
-@pytest.mark.parametrize("name", sorted(READY_MADE))
-def test_gqa_ready_made_module_is_seen_whatever_the_route(name, capsys):
-    result, out = _run(ex.check_gqa_forward, READY_MADE[name], capsys)
-    assert result is False and "etapas prontas do módulo" in out, out
-
-
-def _loopy_gqa(loop):
-    def answer(query, key_value, mha):
-        b, t, d = query.shape
-        h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-        q, k, v = mha.project_qkv(query, key_value)
-        q, k, v = _split(q, h, d_h), _split(k, h_kv, d_h), _split(v, h_kv, d_h)
-        out = torch.stack(loop(q, k, v, h // h_kv), dim=1)  # (b, h, t, d_h)
-        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+            w = mha.qkv_proj.weight
+            if interleaved:
+                new.qkv_proj.weight.copy_(w.view(h, 3 * d_h, d)[order].reshape(3 * d, d))
+            else:
+                parts = w.view(3, h, d_h, d).clone()
+                for n, block in enumerate("qkv"):
+                    if block in blocks:
+                        parts[n] = parts[n][order]
+                new.qkv_proj.weight.copy_(parts.reshape(3 * d, d))
+            if mha.qkv_proj.bias is not None:
+                bias = mha.qkv_proj.bias.view(3, h, d_h).clone()
+                for n, block in enumerate("qkv"):
+                    if block in blocks or interleaved:
+                        bias[n] = bias[n][order]
+                new.qkv_proj.bias.copy_(bias.reshape(3 * d))
+            if out_columns:
+                new.out_proj.weight.copy_(
+                    mha.out_proj.weight.view(d, h, d_h)[:, order].reshape(d, d)
+                )
+            if out_rows:
+                new.out_proj.weight.copy_(mha.out_proj.weight.view(h, d_h, d)[order].reshape(d, d))
+        return new
 
     return answer
 
 
-def _head(q, k, v, i, group):
-    return tpt.scaled_dot_product_attention(q[:, i], k[:, i // group], v[:, i // group])[0]
+@pytest.mark.parametrize(
+    ("answer", "fragment"),
+    [
+        (_permute_wrong(inverse=True), "permutação inversa"),
+        (_permute_wrong(blocks="q"), "só as linhas de W^Q"),
+        (_permute_wrong(blocks="qk"), "as linhas de W^V ficaram no lugar"),
+        (_permute_wrong(out_columns=False), "W^O ficou como estava"),
+        (_permute_wrong(out_columns=False, out_rows=True), "moveu as linhas"),
+    ],
+    ids=["inversa", "so-q", "sem-v", "sem-wo", "linhas-de-wo"],
+)
+def test_permute_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    rejected(ex.check_permute_heads, answer, capsys, fragment)
 
 
-LOOPY_GQA = {
-    "for": lambda q, k, v, g: [_head(q, k, v, i, g) for i in range(q.shape[1])],
-    "map": lambda q, k, v, g: list(map(lambda i: _head(q, k, v, i, g), range(q.shape[1]))),
-}
+def test_permute_interleaved_layout_is_rejected(capsys):
+    """Ler qkv_proj como [q k v | q k v ...] erra; o diagnóstico só sai quando é o único."""
+    out = rejected(ex.check_permute_heads, _permute_wrong(interleaved=True), capsys)
+    assert "[W^Q | W^K | W^V]" in out or "difere do esperado" in out
 
 
-@pytest.mark.parametrize("name", sorted(LOOPY_GQA))
-def test_gqa_loop_over_heads_is_seen_by_operation_counts(name, capsys):
-    result, out = _run(ex.check_gqa_forward, _loopy_gqa(LOOPY_GQA[name]), capsys)
-    assert result is False and "cresce com h" in out
+def test_permute_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = {(d, h, tuple(order)) for d, h, _, order in module._PERMUTE_CASES}
+
+    def lookup(mha, order):
+        if (mha.embed_dim, mha.num_heads, tuple(order)) in fixed:
+            return permute_views(mha, order)
+        return copy.deepcopy(mha)
+
+    rejected(ex.check_permute_heads, lookup, capsys, "caso sorteado (semente")
 
 
-def test_gqa_tiled_heads_are_diagnosed(capsys):
-    def tiled(query, key_value, mha):
-        b, t, d = query.shape
-        h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-        q, k, v = mha.project_qkv(query, key_value)
-        q = _split(q, h, d_h)
-        k = _split(k, h_kv, d_h).repeat(1, h // h_kv, 1, 1)
-        v = _split(v, h_kv, d_h).repeat(1, h // h_kv, 1, 1)
-        out, _ = tpt.scaled_dot_product_attention(q, k, v)
-        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+# ======================================================================================
+# Exercício 2: de GQA para MHA
+# ======================================================================================
+def gqa_unflatten(mha):
+    d, h, h_kv, d_h = mha.embed_dim, mha.num_heads, mha.num_kv_heads, mha.head_dim
+    kv, group = mha.kv_dim, h // h_kv
+    bias = mha.qkv_proj.bias is not None
+    new = tpt.MultiHeadAttention(d, h, bias=bias)
 
-    result, out = _run(ex.check_gqa_forward, tiled, capsys)
-    assert result is False and "ordem errada" in out
+    def grow(p):
+        q, k, v = p.split([d, kv, kv])
+        k = k.unflatten(0, (h_kv, d_h)).repeat_interleave(group, 0).flatten(0, 1)
+        v = v.unflatten(0, (h_kv, d_h)).repeat_interleave(group, 0).flatten(0, 1)
+        return torch.cat([q, k, v])
 
-
-def test_gqa_without_out_proj_is_diagnosed(capsys):
-    def no_out(query, key_value, mha):
-        out = gqa_project_qkv(query, key_value, mha)
-        return (out - mha.out_proj.bias) @ torch.linalg.pinv(mha.out_proj.weight.T)
-
-    result, out = _run(ex.check_gqa_forward, no_out, capsys)
-    assert result is False and "falta a projeção final" in out
-
-
-def test_gqa_wrong_scale_is_diagnosed(capsys):
-    def wrong_scale(query, key_value, mha):
-        b, t, d = query.shape
-        h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-        q, k, v = mha.project_qkv(query, key_value)
-        q = _split(q, h, d_h)
-        k = _split(k, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-        v = _split(v, h_kv, d_h).repeat_interleave(h // h_kv, dim=1)
-        out, _ = tpt.scaled_dot_product_attention(q, k, v, scale=d**-0.5)
-        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
-
-    result, out = _run(ex.check_gqa_forward, wrong_scale, capsys)
-    assert result is False and "1/√d, e não 1/√d_h" in out
+    with torch.no_grad():
+        new.qkv_proj.weight.copy_(grow(mha.qkv_proj.weight))
+        new.out_proj.weight.copy_(mha.out_proj.weight)
+        if bias:
+            new.qkv_proj.bias.copy_(grow(mha.qkv_proj.bias))
+            new.out_proj.bias.copy_(mha.out_proj.bias)
+    return new
 
 
-def test_gqa_keys_from_the_query_are_diagnosed(capsys):
-    result, out = _run(ex.check_gqa_forward, lambda q, kv, m: gqa_project_qkv(q, q, m), capsys)
-    assert result is False and "K e V saíram de query" in out
+def gqa_index(mha):
+    """Outro estilo: a linha r do bloco novo é a linha (r // d_h // grupo)·d_h + r % d_h."""
+    d, h, h_kv, d_h = mha.embed_dim, mha.num_heads, mha.num_kv_heads, mha.head_dim
+    r = torch.arange(d)
+    source = (r // d_h // (h // h_kv)) * d_h + r % d_h  # (d,): de qual linha do bloco K/V
+    rows = torch.cat([r, d + source, d + mha.kv_dim + source])
+    new = copy.deepcopy(mha)
+    new.num_kv_heads, new.kv_dim = h, d
+    new.qkv_proj = nn.Linear(d, 3 * d, bias=mha.qkv_proj.bias is not None)
+    with torch.no_grad():
+        new.qkv_proj.weight.copy_(mha.qkv_proj.weight[rows])
+        if mha.qkv_proj.bias is not None:
+            new.qkv_proj.bias.copy_(mha.qkv_proj.bias[rows])
+    return new
 
 
-def test_gqa_split_of_kv_into_num_heads_is_explained(capsys):
-    def num_heads_for_kv(query, key_value, mha):
-        b, t, d = query.shape
-        h, d_h = mha.num_heads, mha.head_dim
-        q, k, v = (_split(z, h, d_h) for z in mha.project_qkv(query, key_value))
-        out, _ = tpt.scaled_dot_product_attention(q, k, v)
-        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+@pytest.mark.parametrize("answer", [gqa_unflatten, gqa_index])
+def test_gqa_correct_styles_are_accepted(answer, capsys):
+    accepted(ex.check_gqa_to_mha, answer, capsys)
 
-    result, out = _run(ex.check_gqa_forward, num_heads_for_kv, capsys)
-    assert result is False and "levantou RuntimeError" in out and "num_kv_heads=" in out
+
+def test_gqa_in_place_change_of_the_module_is_named(capsys):
+    def in_place(mha):
+        new = gqa_unflatten(mha)
+        with torch.no_grad():
+            mha.qkv_proj.bias.zero_()
+        return new
+
+    rejected(ex.check_gqa_to_mha, in_place, capsys, "modificou `mha` no lugar")
+
+
+def test_gqa_shared_out_proj_is_rejected(capsys):
+    def shared(mha):
+        new = gqa_unflatten(mha)
+        new.out_proj = mha.out_proj
+        return new
+
+    rejected(ex.check_gqa_to_mha, shared, capsys, "mesma memória do original", "out_proj.weight")
+
+
+def test_gqa_module_still_with_gqa_is_rejected(capsys):
+    rejected(ex.check_gqa_to_mha, copy.deepcopy, capsys, "num_kv_heads=")
+
+
+def _gqa_wrong(how):
+    def answer(mha):
+        d, h, h_kv, d_h = mha.embed_dim, mha.num_heads, mha.num_kv_heads, mha.head_dim
+        kv, group = mha.kv_dim, h // h_kv
+        new = tpt.MultiHeadAttention(d, h, bias=mha.qkv_proj.bias is not None)
+
+        def grow(p):
+            q, k, v = p.split([d, kv, kv])
+            if how == "swapped":
+                k, v = v, k
+            if how == "tiled":
+                k = k.repeat(group, *[1] * (k.dim() - 1))
+                v = v.repeat(group, *[1] * (v.dim() - 1))
+            elif how == "rows":
+                k, v = k.repeat_interleave(group, 0), v.repeat_interleave(group, 0)
+            else:
+                k = k.unflatten(0, (h_kv, d_h)).repeat_interleave(group, 0).flatten(0, 1)
+                v = v.unflatten(0, (h_kv, d_h)).repeat_interleave(group, 0).flatten(0, 1)
+            return torch.cat([q, k, v])
+
+        with torch.no_grad():
+            new.qkv_proj.weight.copy_(grow(mha.qkv_proj.weight))
+            if how != "no-out-proj":
+                new.out_proj.weight.copy_(mha.out_proj.weight)
+            if mha.qkv_proj.bias is not None:
+                new.qkv_proj.bias.copy_(grow(mha.qkv_proj.bias))
+                new.out_proj.bias.copy_(mha.out_proj.bias)
+        return new
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("how", "fragment"),
+    [
+        ("tiled", "se intercalam"),
+        ("rows", "cada linha de W^K e W^V foi repetida"),
+        ("swapped", "blocos de K e V estão trocados"),
+        ("no-out-proj", "difere do esperado"),
+    ],
+)
+def test_gqa_typical_mistakes_are_diagnosed(how, fragment, capsys):
+    rejected(ex.check_gqa_to_mha, _gqa_wrong(how), capsys, fragment)
+
+
+def test_gqa_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
+    fixed = {(d, h, h_kv) for d, h, h_kv, _ in module._GQA_CASES}
+
+    def lookup(mha):
+        if (mha.embed_dim, mha.num_heads, mha.num_kv_heads) in fixed:
+            return gqa_unflatten(mha)
+        return tpt.MultiHeadAttention(
+            mha.embed_dim, mha.num_heads, bias=mha.qkv_proj.bias is not None
+        )
+
+    rejected(ex.check_gqa_to_mha, lookup, capsys, "caso sorteado (semente")
 
 
 # ======================================================================================
@@ -553,24 +472,3 @@ def test_flops_other_mistakes_show_only_the_numbers(capsys):
         and "recebi" in out
         and ":" not in out.split("recebi")[-1]
     )
-
-
-def test_gqa_values_change_every_run_so_a_table_cannot_pass(capsys):
-    seen = []
-
-    def remember(query, key_value, mha):
-        seen.append(query.clone())
-        return gqa_project_qkv(query, key_value, mha)
-
-    ex.check_gqa_forward(remember)
-    first_run = [q.detach().numpy().tobytes() for q in seen]
-    seen.clear()
-    capsys.readouterr()
-
-    def lookup(query, key_value, mha):
-        if query.detach().numpy().tobytes() in first_run:
-            return gqa_project_qkv(query, key_value, mha)
-        return torch.zeros_like(query)
-
-    result, out = _run(ex.check_gqa_forward, lookup, capsys)
-    assert result is False and "difere do esperado" in out

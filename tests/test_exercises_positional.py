@@ -316,6 +316,45 @@ def test_rotation_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
     )
 
 
+def _with_value(matrix, value):
+    matrix = matrix.clone()
+    matrix[1, 2] = value
+    return matrix
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [(float("nan"), "NaN"), (float("inf"), "+∞"), (float("-inf"), "-∞")],
+    ids=["nan", "mais-infinito", "menos-infinito"],
+)
+def test_rotation_nan_or_infinity_is_located_not_measured(value, kind, capsys):
+    out = _rejected(
+        ex.check_rotation_half,
+        lambda k, d, th=1e4: _with_value(rotation_blocks(k, d, th), value),
+        capsys,
+        "1 número(s) não finito(s)",
+        f"posição [1, 2] e vale {kind}",
+        "entre -1 e 1",
+    )
+    assert "maior diferença" not in out and "e+308" not in out and "não confere:" not in out
+
+
+def test_shift_and_left_padding_nan_are_located(capsys):
+    _rejected(
+        ex.check_shift_positions,
+        lambda v, k, th=1e4: shift_slices(v, k, th) / 0 * 0,
+        capsys,
+        "não finito(s)",
+        "vale NaN",
+    )
+    _rejected(
+        ex.check_add_positional_left_padded,
+        lambda x, pe, is_pad: left_cumsum(x, pe, is_pad) * float("inf"),
+        capsys,
+        "não finito(s)",
+    )
+
+
 def test_rotation_wrong_shape_is_reported(capsys):
     _rejected(
         ex.check_rotation_half,

@@ -7,16 +7,18 @@ Três exercícios, na ordem do notebook:
    ``tpt.sliding_window_mask``;
 2. :func:`check_left_padded_decoder_mask`: a máscara do decoder ``(b, 1, t, t)`` de um lote
    preenchido à esquerda, a partir dos comprimentos, sem laços;
-3. :func:`check_masked_softmax`: um softmax com máscara sem NaN na ida e na volta, em que
-   uma linha sem nenhuma chave visível dá pesos 0, sem a atenção do tpt nem
-   ``F.scaled_dot_product_attention``.
+3. :func:`check_document_mask`: a máscara ``(b, 1, t, t)`` de um lote de sequências
+   **empacotadas** (vários documentos numa linha, com o id do documento de cada posição e
+   ``<pad>`` no fim): a chave fica bloqueada se é de outro documento, do futuro ou
+   ``<pad>``; sem laços.
 
 As regras são conferidas pelo que roda: "sem laços" é "o número de operações do PyTorch
-não cresce com o tamanho" (:func:`op_counts_by_size`); "não use ``F.sdpa``" olha os
-núcleos ATen que rodaram; "não use a função X do tpt" olha as funções Python que rodaram
-(um apelido, um argumento padrão ou um ``partial`` chegam ao mesmo código). Além dos casos
-fixos, cada execução sorteia casos novos, e um diagnóstico ("janela com uma chave a mais")
-só aparece quando a variante errada foi calculada e bateu com a resposta.
+não cresce com o tamanho" (:func:`op_counts_by_size`); "não use a função X do tpt" olha as
+funções Python que rodaram (um apelido, um argumento padrão ou um ``partial`` chegam ao
+mesmo código). Além dos casos fixos, cada execução sorteia casos novos (no exercício 1,
+de tamanhos tirados de uma faixa larga, para que nenhuma tabela pronta cubra todos), e um
+diagnóstico ("janela com uma chave a mais") só aparece quando a variante errada foi
+calculada e bateu com a resposta.
 """
 
 from __future__ import annotations
@@ -27,27 +29,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-import tpt.attention
-import tpt.masks
 from tpt.exercises import (
-    ATTENTION_KERNEL_OPS,
     call_answer,
     case_generator,
-    check_gradients,
     exercise,
     expect,
-    expect_close,
     op_counts_by_size,
-    record_ops,
 )
-from tpt.exercises.core import unambiguous
 from tpt.exercises.rules import record_python_calls
 from tpt.masks import causal_mask, sliding_window_mask
 
 __all__ = [
     "check_sliding_window_mask",
     "check_left_padded_decoder_mask",
-    "check_masked_softmax",
+    "check_document_mask",
 ]
 
 
@@ -123,8 +118,10 @@ def _window_cases() -> list[tuple[str, int, int]]:
     fixed = [(6, 3), (5, 2), (6, 1), (4, 4), (7, 10), (1, 1), (8, 3)]
     cases = [(f"Para t={t}, window={w}", t, w) for t, w in fixed]
     g, seed = case_generator()
+    # Tamanhos de uma faixa larga: uma tabela de máscaras montada antes, fora da função,
+    # teria de cobrir dezenas de milhares de pares (t, window), com até t² números cada.
     for _ in range(3):
-        t = int(torch.randint(3, 13, (), generator=g))
+        t = int(torch.randint(13, 257, (), generator=g))
         w = int(torch.randint(1, t, (), generator=g))  # window < t: a janela corta de verdade
         cases.append((f"No caso sorteado t={t}, window={w} (semente {seed})", t, w))
     return cases
@@ -268,162 +265,143 @@ def check_left_padded_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor]
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: softmax com máscara, sem NaN na ida e na volta
+# Exercício 3: sequências empacotadas (vários documentos por linha)
 # --------------------------------------------------------------------------------------
-_SOFTMAX_HINT = (
-    "scores e mask podem ter formas diferentes que fazem broadcasting (por exemplo "
-    "(b, h, t, s) e (t, s)); use masked_fill/torch.where, que aceitam isso."
+_DOC_HINT = (
+    "doc_ids tem forma (b, t): compare o documento de cada consulta com o de cada chave por "
+    "broadcasting, doc_ids[:, :, None] com doc_ids[:, None, :] dá (b, t, t); junte a parte "
+    "causal (t, t) e as chaves <pad> (b, 1, t) com |, e acrescente o eixo das cabeças."
 )
 
 
-def _reference_masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
-    masked = scores.masked_fill(mask, float("-inf"))  # (..., t, s)
-    empty = torch.isneginf(masked).all(dim=-1, keepdim=True)  # (..., t, 1)
-    weights = torch.softmax(masked.masked_fill(empty, 0.0), dim=-1)  # (..., t, s)
-    return weights.masked_fill(empty, 0.0)  # (..., t, s)
+def _doc_parts(doc_ids: Tensor, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """(outro documento (b, t, t), futuro (t, t), chave <pad> (b, 1, t))."""
+    t = doc_ids.shape[1]
+    other = doc_ids[:, :, None] != doc_ids[:, None, :]  # (b, t, t): consulta i, chave j
+    return other, causal_mask(t), (doc_ids == pad_id)[:, None, :]
 
 
-def _softmax_cases() -> list[tuple[str, Tensor, Tensor]]:
-    """(onde, pontuações, máscara bool): linhas parciais, vazias, -inf e casos sorteados."""
-    g = torch.Generator().manual_seed(6)
-    cases = []
-    scores = torch.randn(2, 4, 5, generator=g, dtype=torch.float64)
-    mask = torch.rand(2, 4, 5, generator=g) < 0.4
-    mask[0, 1] = True  # uma linha inteira bloqueada
-    mask[1, 3] = False  # uma linha inteira livre
-    cases.append(("Para pontuações (2, 4, 5) com uma linha toda bloqueada", scores, mask))
-    scores = torch.randn(1, 2, 4, 4, generator=g, dtype=torch.float64)
-    cases.append(("Para pontuações (1, 2, 4, 4) e a máscara causal (4, 4)", scores, causal_mask(4)))
-    scores = torch.randn(3, 4, generator=g, dtype=torch.float64)
-    scores[0, 2:] = float("-inf")  # -inf já nas pontuações (de uma máscara aditiva)
-    scores[1, 1:] = float("-inf")
-    mask = torch.tensor(
-        [[True, True, False, False], [False, False, False, False], [True, False, True, False]]
-    )
-    cases.append(
+def _doc_reference(doc_ids: Tensor, pad_id: int) -> Tensor:
+    other, future, pad = _doc_parts(doc_ids, pad_id)
+    return (other | future | pad)[:, None]  # (b, 1, t, t)
+
+
+def _doc_variants(doc_ids: Tensor, pad_id: int) -> list[tuple[str, Tensor]]:
+    other, future, pad = _doc_parts(doc_ids, pad_id)
+    expected = (other | future | pad)[:, None]
+    b, t = doc_ids.shape
+    return [
         (
-            "Para pontuações (3, 4) que já trazem -inf (linha 0: as chaves livres são todas -inf)",
-            scores,
-            mask,
-        )
-    )
-    scores = torch.randn(2, 3, generator=g, dtype=torch.float64)
-    cases.append(("Para pontuações (2, 3) com tudo bloqueado", scores, torch.ones(2, 3).bool()))
-    scores = torch.randn(2, 3, 6, generator=g)  # float32, como num modelo
-    mask = torch.rand(3, 6, generator=g) < 0.5
-    mask[1] = True
-    cases.append(("Para pontuações float32 (2, 3, 6) e máscara (3, 6)", scores, mask))
+            "está com a convenção invertida (True onde a chave pode ser vista). No tpt, True = "
+            "bloqueado.",
+            ~expected,
+        ),
+        (
+            "falta a parte causal: dentro de um documento, a consulta i ainda não pode ver as "
+            "chaves j > i.",
+            (other | pad)[:, None],
+        ),
+        (
+            "os documentos se enxergam: é só a máscara causal com os <pad>. Num lote "
+            "empacotado, a chave de outro documento (doc_ids diferente) também fica bloqueada.",
+            (future | pad).expand(b, t, t)[:, None],
+        ),
+        (
+            "as consultas <pad> veem os <pad> anteriores: com o mesmo pad_id, eles passam por "
+            "um documento. A chave <pad> fica bloqueada para todas as consultas.",
+            (other | future)[:, None],
+        ),
+        (
+            "bloqueou as chaves do mesmo documento e liberou as dos outros: a chave j fica "
+            "bloqueada quando doc_ids[j] é diferente de doc_ids[i].",
+            (~other | future | pad)[:, None],
+        ),
+    ]
+
+
+def _packed(lengths: list[list[int]], ids: list[list[int]], t: int, pad_id: int) -> Tensor:
+    """Um lote ``(b, t)``: em cada linha, documentos seguidos e ``<pad>`` até ``t``."""
+    rows = []
+    for row_lengths, row_ids in zip(lengths, ids, strict=True):
+        row = [doc for n, doc in zip(row_lengths, row_ids, strict=True) for _ in range(n)]
+        rows.append(row + [pad_id] * (t - len(row)))
+    return torch.tensor(rows)
+
+
+def _doc_cases() -> list[tuple[str, Tensor, int]]:
+    fixed = [
+        ([[3, 2], [5]], [[0, 1], [0]], 6, -1),  # dois documentos; uma linha com <pad>
+        ([[2, 2, 3], [1, 4, 2]], [[0, 1, 2], [0, 1, 2]], 7, -1),  # três por linha, sem <pad>
+        ([[4, 1], [2, 2], [3]], [[7, 2], [5, 9], [4]], 6, 0),  # ids quaisquer, pad_id = 0
+        ([[1]], [[0]], 3, -1),  # um token e dois <pad>
+    ]
+    cases = []
+    for lengths, ids, t, pad_id in fixed:
+        doc_ids = _packed(lengths, ids, t, pad_id)
+        cases.append((f"Para doc_ids={doc_ids.tolist()}, pad_id={pad_id}", doc_ids, pad_id))
     g, seed = case_generator()
-    for _ in range(2):
-        b, t, s = (int(v) for v in torch.randint(1, 7, (3,), generator=g))
-        scores = torch.randn(b, t, s, generator=g, dtype=torch.float64)
-        scores[torch.rand(b, t, s, generator=g) < 0.15] = float("-inf")
-        mask = torch.rand(b, 1, s, generator=g) < 0.4  # (b, 1, s): uma máscara de chaves
+    for _ in range(3):
+        b = int(torch.randint(1, 5, (), generator=g))
+        t = int(torch.randint(4, 40, (), generator=g))
+        pad_id = int(torch.randint(-1, 1, (), generator=g)) * 100 - 1  # -1 ou -101
+        lengths, ids = [], []
+        for _ in range(b):
+            row_lengths, used = [], 0
+            while used < t:
+                n = int(torch.randint(1, t - used + 1, (), generator=g))
+                row_lengths.append(n)
+                used += n
+            if len(row_lengths) > 1 and bool(torch.randint(2, (), generator=g)):
+                row_lengths.pop()  # o resto da linha fica com <pad>
+            lengths.append(row_lengths)
+            ids.append(torch.randperm(50, generator=g)[: len(row_lengths)].tolist())
+        doc_ids = _packed(lengths, ids, t, pad_id)
         cases.append(
             (
-                f"No caso sorteado com pontuações {(b, t, s)} e máscara {(b, 1, s)} "
+                f"No caso sorteado com doc_ids {tuple(doc_ids.shape)} e pad_id={pad_id} "
                 f"(semente {seed})",
-                scores,
-                mask,
+                doc_ids,
+                pad_id,
             )
         )
     return cases
 
 
-def _softmax_variants(scores: Tensor, mask: Tensor) -> list[tuple[str, Tensor]]:
-    return [
-        (
-            "as chaves bloqueadas receberam pontuação 0, e 0 não bloqueia nada (exp(0) = 1): elas "
-            "precisam virar -inf antes do softmax.",
-            torch.softmax(scores.masked_fill(mask, 0.0), -1),
-        ),
-        (
-            "é o que sai de masked_fill(mask, -1e9): as linhas sem chave visível dão pesos "
-            "uniformes sobre justamente as chaves bloqueadas. Essas linhas devem dar pesos 0.",
-            torch.softmax(scores.masked_fill(mask, -1e9), -1),
-        ),
-        (
-            "a máscara foi usada com a convenção invertida: no tpt, True = bloqueado.",
-            _reference_masked_softmax(scores, ~mask),
-        ),
-    ]
+@exercise("Exercício 3 (máscara de sequências empacotadas)")
+def check_document_mask(document_mask: Callable[[Tensor, int], Tensor]) -> None:
+    """``document_mask(doc_ids (b, t), pad_id) -> (b, 1, t, t)`` bool, True = bloqueado.
 
-
-@exercise("Exercício 3 (softmax com máscara, sem NaN)")
-def check_masked_softmax(masked_softmax: Callable[[Tensor, Tensor], Tensor]) -> None:
-    """``masked_softmax(scores (..., t, s), mask) -> pesos (..., t, s)``, sem NaN."""
-    attention_file = tpt.attention.__file__
-    for where, scores, mask in _softmax_cases():
-        args = {"scores": scores, "mask": mask}
-        with record_python_calls() as calls, record_ops() as ops:
-            received = call_answer(masked_softmax, args, where, _SOFTMAX_HINT)
-        used = {code.co_name for code in calls if code.co_filename == attention_file}
+    A chave ``j`` fica bloqueada para a consulta ``i`` se é de outro documento
+    (``doc_ids[j] != doc_ids[i]``), se está no futuro (``j > i``) ou se é ``<pad>``
+    (``doc_ids[j] == pad_id``). Regras: sem laços; ``doc_ids`` fica intacto.
+    """
+    for where, doc_ids, pad_id in _doc_cases():
+        b, t = doc_ids.shape
+        received = call_answer(
+            document_mask, {"doc_ids": doc_ids, "pad_id": pad_id}, where, _DOC_HINT
+        )
+        shape = tuple(received.shape) if isinstance(received, Tensor) else None
         expect(
-            not used and not ops.used(ATTENTION_KERNEL_OPS),
-            f"{where}, sua função chamou a atenção pronta "
-            f"({', '.join(sorted(used | ops.used(ATTENTION_KERNEL_OPS)))}): o exercício pede o "
-            "softmax com máscara escrito por você, sem tpt.scaled_dot_product_attention, "
-            "tpt.MultiHeadAttention nem F.scaled_dot_product_attention.",
+            shape != (b, t, t) or b == 1,
+            f"{where}, recebi a forma {shape} = (b, t, t); falta o eixo das cabeças. Com "
+            f"(b, 1, t, t) = {(b, 1, t, t)} a mesma máscara serve a todas as h cabeças das "
+            "pontuações (b, h, t, t) por broadcasting.",
         )
-        expected = _reference_masked_softmax(scores, mask)
-        if isinstance(received, Tensor) and received.shape == expected.shape:
-            nan_rows = received.detach().isnan().any(-1)  # (..., t)
-            empty = expected.sum(-1) == 0  # (..., t): as linhas sem chave visível
-            expect(
-                not bool(nan_rows.any()),
-                f"{where}, há NaN nos pesos (na ida)"
-                + (
-                    ", exatamente nas linhas sem nenhuma chave visível: ali o softmax de só -inf "
-                    "é 0/0. Essas linhas precisam dar pesos 0."
-                    if torch.equal(nan_rows, empty)
-                    else "."
-                ),
-            )
-        tol = 1e-6
-        expect_close(
+        _expect_mask(
             received,
-            expected,
+            _doc_reference(doc_ids, pad_id),
             where,
-            atol=tol,
-            name="o resultado",
-            variants=unambiguous(_softmax_variants(scores, mask), tol),
-        )
-        _expect_finite_gradient(masked_softmax, scores, mask, where)
-        check_gradients(
-            masked_softmax,
-            _reference_masked_softmax,
-            args,
-            where,
-            wrt=("scores",),
-            atol=1e-5 if scores.dtype == torch.float32 else 1e-8,
+            ("exemplo", "cabeça", "consulta", "chave"),
+            _doc_variants(doc_ids, pad_id),
         )
 
+    def make_args(n: int) -> tuple[Tensor, int]:
+        # n linhas de 2n posições: documentos de 2 tokens e 2 <pad> no fim.
+        row = [k // 2 for k in range(2 * n - 2)] + [-1, -1]
+        return torch.tensor([row] * n), -1
 
-def _expect_finite_gradient(
-    masked_softmax: Callable[[Tensor, Tensor], Tensor], scores: Tensor, mask: Tensor, where: str
-) -> None:
-    """O gradiente em relação às pontuações não tem NaN (diz em quais linhas, se tiver)."""
-    leaf = scores.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        out = masked_softmax(leaf, mask)
-    if not (isinstance(out, Tensor) and out.requires_grad):
-        return  # check_gradients explica
-    upstream = torch.linspace(-1.0, 1.0, out.numel(), dtype=out.dtype).view_as(out)
-    (grad,) = torch.autograd.grad(out, leaf, upstream, allow_unused=True)
-    if grad is None:
-        return
-    nan_rows = grad.isnan().any(-1)  # (..., t)
-    empty = _reference_masked_softmax(scores, mask).sum(-1) == 0  # (..., t)
-    expect(
-        not bool(nan_rows.any()),
-        f"{where}, a ida está limpa, mas o gradiente em relação às pontuações tem NaN (na "
-        "volta)"
-        + (
-            ", exatamente nas linhas sem chave visível. O NaN do softmax de só -inf continua no "
-            "grafo e volta multiplicado por 0 (0 × NaN = NaN): consertar depois do softmax "
-            "(nan_to_num, torch.where) só limpa a ida. Faça com que o softmax nunca veja uma "
-            "linha só de -inf."
-            if torch.equal(nan_rows, empty.expand_as(nan_rows))
-            else "."
-        ),
+    _no_loops(
+        document_mask,
+        make_args,
+        lambda n: f"doc_ids ({n}, {2 * n})",
     )

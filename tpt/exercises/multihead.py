@@ -2,41 +2,42 @@
 
 Os exercícios, na ordem do notebook:
 
-1. :func:`check_head_contributions`: a parte da saída de um ``tpt.MultiHeadAttention``
-   que vem de cada cabeça, ``(b, h, t, d)``, com a fatia certa de ``W^O`` para cada uma;
-   todas as cabeças de uma vez;
-2. :func:`check_gqa_forward`: a atenção com consultas agrupadas (GQA) escrita a partir de
-   ``mha.project_qkv`` e ``mha.out_proj``, sem o ``forward`` pronto, com todas as cabeças
-   de uma vez e com os gradientes do módulo;
+1. :func:`check_permute_heads`: um ``tpt.MultiHeadAttention`` novo com as cabeças de outro
+   em outra ordem (a cabeça ``i`` do novo é a ``order[i]`` do original) e a mesma saída:
+   as fatias de ``W^Q``, ``W^K`` e ``W^V`` nos três blocos de linhas de ``qkv_proj`` e as
+   colunas de ``W^O`` mudam de lugar juntas;
+2. :func:`check_gqa_to_mha`: um ``tpt.MultiHeadAttention`` sem GQA que calcula o mesmo
+   que um com ``num_kv_heads < num_heads``, com as linhas de K e V de cada cabeça
+   copiadas para as cabeças de consulta do grupo;
 3. :func:`check_attention_flops`: os FLOPs de ``mha(query, key_value, need_weights=True)``
    como fórmula de ``b``, ``t``, ``s``, ``d``, ``h`` e ``h_kv``, conferida contra o
    ``FlopCounterMode`` em configurações sorteadas.
 
-As regras valem pelo que roda: operações ATen gravadas (:mod:`tpt.exercises.rules`) e,
-para "sem o módulo pronto", as funções Python executadas durante a chamada. As entradas do
-aluno são as de verdade e são conferidas depois (:mod:`tpt.exercises.guards`).
+Nos exercícios 1 e 2 quem decide são os **parâmetros** do módulo devolvido: a conferência
+copia o ``state_dict`` dele para um ``tpt.MultiHeadAttention`` recém-criado e compara
+pesos de atenção e saídas com os do original, em autoatenção e em atenção cruzada (um
+``forward`` trocado ou um gancho no módulo devolvido não muda nada). As regras valem
+pelo que roda: operações ATen gravadas (:mod:`tpt.exercises.rules`); as entradas do aluno
+são as de verdade e são conferidas depois (:mod:`tpt.exercises.guards`).
 """
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 from torch.utils.flop_counter import FlopCounterMode
 
-import tpt.attention
 from tpt.attention import MultiHeadAttention
-from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator, check_gradients
-from tpt.exercises.rules import op_counts_by_size, record_ops, record_python_calls
+from tpt.exercises.core import ExerciseError, exercise, expect, expect_close, max_abs_diff
+from tpt.exercises.guards import call_answer, case_generator
+from tpt.exercises.rules import record_ops
 from tpt.numfmt import fmt
 
-__all__ = ["check_head_contributions", "check_gqa_forward", "check_attention_flops"]
+__all__ = ["check_permute_heads", "check_gqa_to_mha", "check_attention_flops"]
 
 
 def _module(
@@ -48,327 +49,442 @@ def _module(
         return MultiHeadAttention(d, h, h_kv, bias=bias).eval()
 
 
-def _split(x: Tensor, heads: int, d_h: int) -> Tensor:
-    """``(b, n, heads * d_h)`` -> ``(b, heads, n, d_h)``."""
-    b, n = x.shape[:2]
-    return x.view(b, n, heads, d_h).transpose(1, 2)
+# Tolerância das comparações de módulos (float32, contas pequenas).
+_ATOL = 1e-5
 
 
-def _heads(
-    query: Tensor,
-    key_value: Tensor,
+def _has_bias(mha: MultiHeadAttention) -> bool:
+    return mha.qkv_proj.bias is not None
+
+
+def _storages(module: torch.nn.Module) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in module.state_dict().values() if t.numel()}
+
+
+# ======================================================================================
+# Exercícios 1 e 2: um módulo novo, julgado pelos seus parâmetros
+# ======================================================================================
+def _expect_new_module(
+    where: str, received: Any, original: MultiHeadAttention, num_kv_heads: int
+) -> MultiHeadAttention:
+    """Confere o módulo devolvido e devolve uma cópia limpa, com os mesmos parâmetros.
+
+    A cópia é um ``tpt.MultiHeadAttention`` recém-criado com o ``state_dict`` da resposta:
+    é ela que a conferência roda, de modo que só os parâmetros contam.
+    """
+    d, h = original.embed_dim, original.num_heads
+    bias = _has_bias(original)
+    expect(
+        isinstance(received, MultiHeadAttention),
+        f"{where}, esperava um tpt.MultiHeadAttention; recebi {type(received).__name__}.",
+    )
+    expect(
+        received is not original,
+        f"{where}, sua função devolveu o próprio módulo recebido; o exercício pede um módulo "
+        "novo (o original continua em uso).",
+    )
+    config = (received.embed_dim, received.num_heads, received.num_kv_heads, _has_bias(received))
+    wanted = (d, h, num_kv_heads, bias)
+    expect(
+        config == wanted,
+        f"{where}, esperava um módulo com embed_dim={d}, num_heads={h}, "
+        f"num_kv_heads={num_kv_heads}"
+        + ("" if bias else " e bias=False")
+        + f"; recebi embed_dim={config[0]}, num_heads={config[1]}, num_kv_heads={config[2]}"
+        + ("" if config[3] else ", bias=False")
+        + ".",
+    )
+    expect(
+        received.positional is None and received.dropout == 0.0,
+        f"{where}, o módulo devolvido tem positional={received.positional!r} e "
+        f"dropout={received.dropout}; o original não tem posições nem dropout.",
+    )
+    fresh = _module(d, h, num_kv_heads, bias=bias)
+    state = received.state_dict()
+    shapes = {name: tuple(value.shape) for name, value in state.items()}
+    wanted_shapes = {name: tuple(value.shape) for name, value in fresh.state_dict().items()}
+    expect(
+        shapes == wanted_shapes,
+        f"{where}, os parâmetros do módulo devolvido têm formas {shapes}; esperava "
+        f"{wanted_shapes}.",
+    )
+    frozen = [name for name, p in received.named_parameters() if not p.requires_grad]
+    expect(
+        not frozen,
+        f"{where}, {', '.join(frozen)} do módulo devolvido tem requires_grad=False: o módulo "
+        "novo precisa ser treinável como o original.",
+    )
+    originals = _storages(original)
+    shared = [
+        name
+        for name, value in state.items()
+        if value.numel() and value.untyped_storage().data_ptr() in originals
+    ]
+    expect(
+        not shared,
+        f"{where}, o módulo devolvido usa a mesma memória do original em {', '.join(shared)}: "
+        "treinar um mudaria o outro. Dê ao módulo novo cópias (.clone(), ou copy_ num "
+        "módulo recém-criado).",
+    )
+    with torch.no_grad():
+        fresh.load_state_dict(state)
+    return fresh
+
+
+def _inputs(g: torch.Generator, d: int) -> list[tuple[str, Tensor, Tensor]]:
+    query = torch.randn(2, 4, d, generator=g)
+    return [
+        ("na autoatenção", query, query),
+        ("na atenção cruzada (t=4, s=6)", query, torch.randn(2, 6, d, generator=g)),
+    ]
+
+
+def _run(mha: MultiHeadAttention, query: Tensor, key_value: Tensor) -> tuple[Tensor, Tensor]:
+    with torch.no_grad():
+        out, weights = mha(query, key_value, need_weights=True)
+    return out, weights  # (b, t, d), (b, h, t, s)
+
+
+def _compare_modules(
+    where: str,
+    received: MultiHeadAttention,
+    expected_run: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]],
+    variants: Callable[[], list[tuple[str, MultiHeadAttention]]],
+    g: torch.Generator,
+) -> None:
+    """Pesos por cabeça e saídas da resposta contra os esperados, com os diagnósticos.
+
+    ``variants`` só é chamada (e os módulos errados só são montados) quando algo difere.
+    """
+    for label, query, key_value in _inputs(g, received.embed_dim):
+        got_out, got_weights = _run(received, query, key_value)
+        want_out, want_weights = expected_run(query, key_value)
+        if max_abs_diff(got_weights, want_weights) <= _ATOL and (
+            max_abs_diff(got_out, want_out) <= _ATOL
+        ):
+            continue
+        wrong = [(diag, _run(module, query, key_value)) for diag, module in variants()]
+        expect_close(
+            got_weights,
+            want_weights,
+            f"{where}, {label}",
+            atol=_ATOL,
+            name="o mapa de pesos de cada cabeça (need_weights=True)",
+            variants=[(diag, w) for diag, (_, w) in wrong if _far(w, want_weights)],
+        )
+        expect_close(
+            got_out,
+            want_out,
+            f"{where}, {label}",
+            atol=_ATOL,
+            name="a saída",
+            variants=[(diag, o) for diag, (o, _) in wrong if _far(o, want_out)],
+        )
+
+
+def _far(a: Tensor, b: Tensor) -> bool:
+    return a.shape == b.shape and float((a - b).abs().max()) > 1e-4
+
+
+def _with(
     mha: MultiHeadAttention,
+    h_kv: int,
+    weight: Tensor,
+    bias: Tensor | None,
+    out_weight: Tensor,
+    out_bias: Tensor | None,
+) -> MultiHeadAttention:
+    """Um módulo com ``num_kv_heads=h_kv`` e os parâmetros dados (as variantes e referências)."""
+    new = _module(mha.embed_dim, mha.num_heads, h_kv, bias=bias is not None)
+    with torch.no_grad():
+        new.qkv_proj.weight.copy_(weight)
+        new.out_proj.weight.copy_(out_weight)
+        if bias is not None:
+            new.qkv_proj.bias.copy_(bias)
+            new.out_proj.bias.copy_(out_bias)
+    return new
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 1: as cabeças em outra ordem
+# --------------------------------------------------------------------------------------
+def _permuted(
+    mha: MultiHeadAttention,
+    order: list[int],
     *,
-    tiled: bool = False,
-    scale: float | None = None,
-) -> Tensor:
-    """Passos 1 a 4 com GQA: a saída de cada cabeça, ``(b, h, t, d_h)``."""
-    h, h_kv, d_h = mha.num_heads, mha.num_kv_heads, mha.head_dim
-    q, k, v = mha.project_qkv(query, key_value)  # (b, t, d), 2 x (b, s, d_kv)
-    q, k, v = _split(q, h, d_h), _split(k, h_kv, d_h), _split(v, h_kv, d_h)
-    group = h // h_kv
-    if tiled:  # o erro típico: cópias intercaladas (0, 1, 0, 1...)
-        k, v = k.repeat(1, group, 1, 1), v.repeat(1, group, 1, 1)
+    blocks: str = "qkv",
+    out_columns: bool = True,
+    out_rows: bool = False,
+    interleaved: bool = False,
+) -> MultiHeadAttention:
+    """As cabeças de ``mha`` na ordem ``order``; os argumentos montam os erros típicos.
+
+    ``blocks``: quais blocos de ``qkv_proj`` mudam de lugar; ``out_columns``/``out_rows``:
+    o que muda em ``out_proj.weight``; ``interleaved``: linhas de ``qkv_proj`` lidas como
+    ``[q k v da cabeça 0 | q k v da cabeça 1 | ...]``.
+    """
+    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
+    index = torch.tensor(order)
+    weight, bias = mha.qkv_proj.weight.detach(), mha.qkv_proj.bias
+    if interleaved:
+        new_weight = weight.view(h, 3 * d_h, d)[index].reshape(3 * d, d)
+        new_bias = None if bias is None else bias.detach().view(h, 3 * d_h)[index].reshape(3 * d)
     else:
-        k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    out, _ = tpt.attention.scaled_dot_product_attention(q, k, v, scale=scale)
-    return out  # (b, h, t, d_h)
+        parts = weight.view(3, h, d_h, d).clone()  # (bloco, cabeça, d_h, d)
+        for n, block in enumerate("qkv"):
+            if block in blocks:
+                parts[n] = parts[n][index]
+        new_weight = parts.reshape(3 * d, d)
+        new_bias = None
+        if bias is not None:
+            b_parts = bias.detach().view(3, h, d_h).clone()
+            for n, block in enumerate("qkv"):
+                if block in blocks:
+                    b_parts[n] = b_parts[n][index]
+            new_bias = b_parts.reshape(3 * d)
+    out_weight = mha.out_proj.weight.detach()
+    if out_columns:
+        out_weight = out_weight.view(d, h, d_h)[:, index].reshape(d, d)
+    if out_rows:
+        out_weight = out_weight.view(h, d_h, d)[index].reshape(d, d)
+    out_bias = None if mha.out_proj.bias is None else mha.out_proj.bias.detach()
+    return _with(mha, h, new_weight, new_bias, out_weight, out_bias)
 
 
-def _expect_tensor(where: str, received: Any, shape: tuple[int, ...], meaning: str) -> None:
-    expect(
-        isinstance(received, Tensor),
-        f"{where}, esperava um tensor; recebi {type(received).__name__}.",
-    )
-    expect(
-        tuple(received.shape) == shape,
-        f"{where}, esperava a forma {shape} = {meaning}; recebi {tuple(received.shape)}.",
-    )
-
-
-# ======================================================================================
-# Exercício 1: a contribuição de cada cabeça
-# ======================================================================================
-def _contributions(x: Tensor, mha: MultiHeadAttention) -> Tensor:
-    heads = _heads(x, x, mha)  # (b, h, t, d_h)
-    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
-    w_o = mha.out_proj.weight.view(d, h, d_h)  # (d saída, h, d_h): colunas de cada cabeça
-    return torch.einsum("bhtk,ohk->bhto", heads, w_o)  # (b, h, t, d)
-
-
-def _contribution_variants(x: Tensor, mha: MultiHeadAttention) -> list[tuple[str, Tensor]]:
-    heads = _heads(x, x, mha)  # (b, h, t, d_h)
-    d, h, d_h = mha.embed_dim, mha.num_heads, mha.head_dim
-    weight = mha.out_proj.weight  # (d saída, d entrada)
-    right = _contributions(x, mha)
+def _permute_variants(
+    mha: MultiHeadAttention, order: list[int]
+) -> list[tuple[str, MultiHeadAttention]]:
+    inverse = torch.tensor(order).argsort().tolist()
     variants = [
         (
-            "usou as linhas i·d_h:(i+1)·d_h de out_proj.weight. No nn.Linear, weight tem forma "
-            "(saída, entrada) e calcula x Wᵀ: a cabeça i entra pelas colunas "
-            "out_proj.weight[:, i·d_h:(i+1)·d_h].",
-            torch.einsum("bhtk,hko->bhto", heads, weight.view(h, d_h, d)),
+            "você aplicou a permutação inversa: a cabeça i do original foi para a posição "
+            "order[i]. O pedido é o contrário: a cabeça i do novo é a order[i] do original "
+            "(como em x[order]).",
+            _permuted(mha, inverse),
         ),
         (
-            "usou colunas intercaladas de out_proj.weight; as colunas da cabeça i são "
-            "vizinhas, i·d_h:(i+1)·d_h (o mesmo view(b, t, h, d_h) do passo 2).",
-            torch.einsum("bhtk,okh->bhto", heads, weight.view(d, d_h, h)),
+            "só as linhas de W^Q mudaram de lugar. A cabeça i é o trio de fatias "
+            "i·d_h:(i+1)·d_h dos três blocos de qkv_proj (W^Q, W^K e W^V): as três vão juntas.",
+            _permuted(mha, order, blocks="q"),
+        ),
+        (
+            "as linhas de W^V ficaram no lugar: os pesos de cada cabeça conferem, mas ela lê os "
+            "valores de outra cabeça. Mova também a fatia da cabeça no bloco de W^V.",
+            _permuted(mha, order, blocks="qk"),
+        ),
+        (
+            "as linhas de qkv_proj foram lidas como [q, k, v da cabeça 0 | q, k, v da cabeça 1 "
+            "| ...]. No tpt são três blocos, [W^Q | W^K | W^V] (d linhas cada), e dentro de "
+            "cada bloco as h cabeças vêm uma depois da outra.",
+            _permuted(mha, order, interleaved=True),
+        ),
+        (
+            "os pesos conferem, mas W^O ficou como estava: a cabeça que foi para a posição i "
+            "precisa levar junto as colunas de out_proj.weight que a leem "
+            "(out_proj.weight[:, order[i]·d_h:(order[i]+1)·d_h] vai para as colunas da cabeça i).",
+            _permuted(mha, order, out_columns=False),
+        ),
+        (
+            "os pesos conferem, mas em out_proj.weight você moveu as linhas, que produzem as "
+            "colunas da saída. No nn.Linear, weight é (saída, entrada): a cabeça i entra pelas "
+            "colunas i·d_h:(i+1)·d_h.",
+            _permuted(mha, order, out_columns=False, out_rows=True),
         ),
     ]
-    bias = mha.out_proj.bias
-    if bias is not None:
-        variants += [
-            (
-                "cada cabeça recebeu o viés de out_proj inteiro; o viés é somado uma vez só, "
-                "fora das contribuições (a soma das cabeças + out_proj.bias dá a saída).",
-                right + bias,
-            ),
-            (
-                "o viés de out_proj foi repartido entre as cabeças (out_proj.bias / h); o "
-                "enunciado deixa o viés fora das contribuições.",
-                right + bias / h,
-            ),
-        ]
     return variants
 
 
-# (b, t, d, h, bias): uma cabeça, várias, sem viés.
-_CONTRIBUTION_CASES = [
-    (1, 4, 8, 2, True),
-    (2, 5, 12, 3, False),
-    (1, 3, 8, 1, True),
-    (2, 6, 16, 4, True),
+# (d, h, bias, order): duas, três (ciclo: a inversa é outra) e quatro cabeças, sem viés.
+_PERMUTE_CASES = [
+    (8, 2, True, [1, 0]),
+    (12, 3, True, [2, 0, 1]),
+    (16, 4, False, [3, 0, 1, 2]),
+    (12, 4, True, [0, 3, 1, 2]),
 ]
 
 
-def _contribution_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[int, ...]]]:
+def _permute_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
     cases = [
         (
-            f"para x {(b, t, d)} e num_heads={h}" + ("" if bias else ", bias=False"),
-            (b, t, d, h, bias),
+            f"para embed_dim={d}, num_heads={h}, order={order}" + ("" if bias else ", bias=False"),
+            (d, h, bias, order),
         )
-        for b, t, d, h, bias in _CONTRIBUTION_CASES
+        for d, h, bias, order in _PERMUTE_CASES
     ]
     for _ in range(2):
-        b, t, d_h, h = (int(n) for n in torch.randint(1, 6, (4,), generator=g))
+        h = int(torch.randint(2, 7, (1,), generator=g))
+        d_h = int(torch.randint(1, 6, (1,), generator=g))
         bias = bool(torch.randint(2, (1,), generator=g))
+        order = torch.randperm(h, generator=g).tolist()
         cases.append(
             (
-                f"num caso sorteado (semente {seed}): x {(b, t, h * d_h)}, num_heads={h}",
-                (b, t, h * d_h, h, bias),
+                f"num caso sorteado (semente {seed}): embed_dim={h * d_h}, num_heads={h}, "
+                f"order={order}" + ("" if bias else ", bias=False"),
+                (h * d_h, h, bias, order),
             )
         )
     return cases
 
 
-@exercise("Exercício 1 (a contribuição de cada cabeça)")
-def check_head_contributions(
-    head_contributions: Callable[[Tensor, MultiHeadAttention], Tensor],
+@exercise("Exercício 1 (as cabeças em outra ordem)")
+def check_permute_heads(
+    permute_heads: Callable[[MultiHeadAttention, list[int]], MultiHeadAttention],
 ) -> None:
-    """``head_contributions(x (b, t, d), mha) -> (b, h, t, d)``.
+    """``permute_heads(mha, order) -> tpt.MultiHeadAttention`` novo.
 
-    A contribuição da cabeça ``i`` é a saída dela multiplicada pela fatia de ``W^O`` que a
-    lê (as colunas ``i·d_h:(i+1)·d_h`` de ``out_proj.weight``), sem o viés: a soma das
-    contribuições mais ``out_proj.bias`` é ``mha(x)[0]``. Regras: o número de operações
-    não cresce com ``h`` (todas as cabeças de uma vez); ``x`` e ``mha`` ficam intactos.
+    A cabeça ``i`` do módulo novo é a cabeça ``order[i]`` de ``mha``: os pesos de atenção
+    por cabeça saem na ordem ``order`` e a saída é a mesma de ``mha``, em autoatenção e em
+    atenção cruzada. Regras: ``mha`` e ``order`` ficam intactos; o módulo novo é
+    treinável (``requires_grad``) e não divide memória com o original.
     """
     g, seed = case_generator()
-    for index, (where, (b, t, d, h, bias)) in enumerate(_contribution_cases(g, seed)):
+    for index, (where, (d, h, bias, order)) in enumerate(_permute_cases(g, seed)):
         mha = _module(d, h, bias=bias, seed=index)
-        x = torch.randn(b, t, d, generator=g)
         received = call_answer(
-            head_contributions,
-            {"x": x, "mha": mha},
+            permute_heads,
+            {"mha": mha, "order": list(order)},
             where,
-            "A saída de cada cabeça tem forma (b, h, t, d_h); a fatia de W^O de cada uma, "
-            "(d, d_h).",
+            "qkv_proj.weight tem forma (3d, d): os blocos de W^Q, W^K e W^V, cada um com as h "
+            "cabeças de d_h linhas; out_proj.weight tem forma (d, d), e a cabeça i entra pelas "
+            "colunas i·d_h:(i+1)·d_h.",
         )
-        _expect_tensor(where, received, (b, h, t, d), "(b, h, t, d)")
-        with torch.no_grad():
-            expected = _contributions(x, mha)
-            variants = _contribution_variants(x, mha)
-        variants = [
-            (diag, wrong)
-            for diag, wrong in variants
-            if float((wrong - expected).abs().max()) > 1e-4
-        ]
-        expect_close(received, expected, where, atol=1e-5, name="o resultado", variants=variants)
+        fresh = _expect_new_module(where, received, mha, h)
+        index_t = torch.tensor(order)
 
-    def make_args(h: int) -> tuple[Tensor, MultiHeadAttention]:
-        return torch.randn(2, 3, 4 * h, generator=g), _module(4 * h, h)
+        def expected_run(
+            query: Tensor, key_value: Tensor, mha: MultiHeadAttention = mha, index: Tensor = index_t
+        ) -> Any:
+            out, weights = _run(mha, query, key_value)
+            return out, weights[:, index]
 
-    def answer(x: Tensor, mha: MultiHeadAttention) -> Any:
-        return call_answer(head_contributions, {"x": x, "mha": mha}, "Na contagem de operações")
+        _compare_modules(
+            where,
+            fresh,
+            expected_run,
+            lambda mha=mha, order=order: _permute_variants(mha, order),
+            g,
+        )
 
-    small, large = op_counts_by_size(answer, make_args, (2, 8))
-    expect(
-        small == large,
-        f"com 2 cabeças sua função executou {small} operações do PyTorch, e com 8 cabeças "
-        f"{large}: o número cresce com h, então há um laço sobre as cabeças (for, map, "
-        "compreensão ou função auxiliar). O exercício pede todas de uma vez.",
+
+# --------------------------------------------------------------------------------------
+# Exercício 2: de GQA para MHA
+# --------------------------------------------------------------------------------------
+def _expanded(mha: MultiHeadAttention, how: str = "heads") -> MultiHeadAttention:
+    """O MHA equivalente a ``mha`` (GQA); ``how`` monta os erros típicos.
+
+    ``"heads"``: cada cabeça de K/V (``d_h`` linhas) repetida para as ``h / h_kv`` cabeças de
+    consulta vizinhas; ``"tiled"``: cópias intercaladas (``repeat``); ``"rows"``: cada
+    linha repetida seguida; ``"swapped"``: os blocos de K e V trocados.
+    """
+    d, h, h_kv, d_h = mha.embed_dim, mha.num_heads, mha.num_kv_heads, mha.head_dim
+    kv, group = mha.kv_dim, h // h_kv
+
+    def expand(rows: Tensor) -> Tensor:  # (d_kv, ...) -> (d, ...)
+        tail = rows.shape[1:]
+        if how == "tiled":
+            return (
+                rows.view(h_kv, d_h, *tail)
+                .repeat(group, *([1] * (1 + len(tail))))
+                .reshape(d, *tail)
+            )
+        if how == "rows":
+            return rows.repeat_interleave(group, dim=0)
+        return rows.view(h_kv, d_h, *tail).repeat_interleave(group, dim=0).reshape(d, *tail)
+
+    def stack(p: Tensor) -> Tensor:
+        q, k, v = p.detach().split([d, kv, kv])
+        if how == "swapped":
+            k, v = v, k
+        return torch.cat([q, expand(k), expand(v)])
+
+    bias = mha.qkv_proj.bias
+    out_bias = mha.out_proj.bias
+    return _with(
+        mha,
+        h,
+        stack(mha.qkv_proj.weight),
+        None if bias is None else stack(bias),
+        mha.out_proj.weight.detach(),
+        None if out_bias is None else out_bias.detach(),
     )
 
 
-# As etapas prontas que fariam o exercício pelo aluno (o tpt e o PyTorch).
-_READY_MADE = {
-    MultiHeadAttention.forward.__code__: "MultiHeadAttention.forward (mha(...))",
-    MultiHeadAttention._attend.__code__: "MultiHeadAttention._attend",
-    MultiHeadAttention._expand_kv_heads.__code__: "MultiHeadAttention._expand_kv_heads",
-    MultiHeadAttention._split_heads.__code__: "MultiHeadAttention._split_heads",
-    tpt.attention._fused_attention.__code__: "tpt.attention._fused_attention",
-    nn.MultiheadAttention.forward.__code__: "nn.MultiheadAttention",
-    F.multi_head_attention_forward.__code__: "F.multi_head_attention_forward",
-}
-
-
-def _gqa_reference(query: Tensor, key_value: Tensor, mha: MultiHeadAttention) -> Tensor:
-    return mha(query, key_value)[0]  # (b, t, d)
-
-
-def _gqa_variants(
-    query: Tensor, key_value: Tensor, mha: MultiHeadAttention
-) -> list[tuple[str, Tensor]]:
-    b, t, d = query.shape
-
-    def finish(heads: Tensor) -> Tensor:
-        return mha.out_proj(heads.transpose(1, 2).reshape(b, t, d))
-
-    variants = [
+def _gqa_variants(mha: MultiHeadAttention) -> list[tuple[str, MultiHeadAttention]]:
+    return [
         (
-            "falta a projeção final W^O: a saída é a concatenação das cabeças. Aplique "
-            "mha.out_proj no fim.",
-            _heads(query, key_value, mha).transpose(1, 2).reshape(b, t, d),
+            "as cópias das cabeças de K e V se intercalam (0, 1, 0, 1...), como com repeat: a "
+            "cabeça de consulta i ficou com a de K/V i % h_kv. No GQA, ela usa a "
+            "i // (h / h_kv), e as cópias de cada cabeça vêm seguidas.",
+            _expanded(mha, "tiled"),
         ),
         (
-            "a escala usada foi 1/√d, e não 1/√d_h: o d_k da fórmula é a largura de uma cabeça.",
-            finish(_heads(query, key_value, mha, scale=1 / math.sqrt(d))),
+            "cada linha de W^K e W^V foi repetida seguida (repeat_interleave nas linhas). Quem "
+            "se repete é a cabeça inteira, um bloco de d_h linhas: separe as cabeças "
+            "(view(h_kv, d_h, d)) antes de repetir.",
+            _expanded(mha, "rows"),
         ),
         (
-            "as cabeças de K/V foram repetidas na ordem errada: com repeat as cópias se "
-            "intercalam (0, 1, 0, 1...), e a cabeça de consulta i usa a de K/V i % h_kv. No "
-            "GQA a cabeça i usa a de K/V i // (h / h_kv) (repeat_interleave).",
-            finish(_heads(query, key_value, mha, tiled=True)),
+            "os blocos de K e V estão trocados: em qkv_proj a ordem das linhas é "
+            "[W^Q | W^K | W^V].",
+            _expanded(mha, "swapped"),
         ),
     ]
-    if key_value is not query:
-        variants.append(
-            (
-                "K e V saíram de query: na atenção cruzada eles vêm de key_value "
-                "(mha.project_qkv(query, key_value)).",
-                finish(_heads(query, query, mha)),
-            )
-        )
-    return variants
 
 
-# (b, t, s, d, h, h_kv, bias): autoatenção e atenção cruzada (t != s); MHA, GQA e MQA.
-_GQA_CASES = [
-    (1, 5, 5, 8, 2, 2, True),
-    (2, 4, 6, 16, 4, 2, True),
-    (1, 6, 3, 24, 6, 3, True),
-    (2, 3, 7, 16, 8, 1, True),
-    (1, 4, 4, 12, 4, 2, False),
-]
+# (d, h, h_kv, bias): GQA com grupos de 2 e de 3, MQA, e sem viés.
+_GQA_CASES = [(16, 4, 2, True), (24, 6, 2, True), (16, 8, 1, True), (12, 4, 2, False)]
 
 
 def _gqa_cases(g: torch.Generator, seed: int) -> list[tuple[str, tuple[Any, ...]]]:
-    cases = []
-    for b, t, s, d, h, h_kv, bias in _GQA_CASES:
-        kind = "autoatenção" if t == s else "atenção cruzada"
-        cases.append(
-            (
-                f"em {kind} com query {(b, t, d)}, key_value {(b, s, d)}, num_heads={h}, "
-                f"num_kv_heads={h_kv}" + ("" if bias else ", bias=False"),
-                (b, t, s, d, h, h_kv, bias),
-            )
+    cases = [
+        (
+            f"para embed_dim={d}, num_heads={h}, num_kv_heads={h_kv}"
+            + ("" if bias else ", bias=False"),
+            (d, h, h_kv, bias),
         )
+        for d, h, h_kv, bias in _GQA_CASES
+    ]
     for _ in range(2):
-        h_kv, group, d_h, b, t, s = (int(n) for n in torch.randint(1, 5, (6,), generator=g))
-        h = h_kv * group
+        h_kv = int(torch.randint(1, 4, (1,), generator=g))
+        group = int(torch.randint(2, 4, (1,), generator=g))
+        d_h = int(torch.randint(1, 5, (1,), generator=g))
         bias = bool(torch.randint(2, (1,), generator=g))
+        h = h_kv * group
         cases.append(
             (
-                f"num caso sorteado (semente {seed}): query {(b, t, h * d_h)}, key_value "
-                f"{(b, s, h * d_h)}, num_heads={h}, num_kv_heads={h_kv}",
-                (b, t, s, h * d_h, h, h_kv, bias),
+                f"num caso sorteado (semente {seed}): embed_dim={h * d_h}, num_heads={h}, "
+                f"num_kv_heads={h_kv}" + ("" if bias else ", bias=False"),
+                (h * d_h, h, h_kv, bias),
             )
         )
     return cases
 
 
-@exercise("Exercício 2 (atenção com consultas agrupadas)")
-def check_gqa_forward(gqa_forward: Callable[[Tensor, Tensor, MultiHeadAttention], Tensor]) -> None:
-    """``gqa_forward(query (b, t, d), key_value (b, s, d), mha) -> (b, t, d)``.
+@exercise("Exercício 2 (de GQA para atenção multicabeça comum)")
+def check_gqa_to_mha(gqa_to_mha: Callable[[MultiHeadAttention], MultiHeadAttention]) -> None:
+    """``gqa_to_mha(mha) -> tpt.MultiHeadAttention`` novo, com ``num_kv_heads == num_heads``.
 
-    Deve dar ``mha(query, key_value)[0]``. Regras: nenhuma etapa pronta do módulo roda
-    (``forward``, ``_attend``, ``_expand_kv_heads``, ``_split_heads``, nem
-    ``nn.MultiheadAttention``); o número de operações não cresce com ``h``; as entradas
-    ficam intactas; os gradientes (das entradas e dos pesos do módulo) são os do módulo.
+    ``mha`` tem ``num_kv_heads < num_heads``; o módulo novo dá os mesmos pesos por cabeça e
+    a mesma saída, em autoatenção e em atenção cruzada. Regras: ``mha`` fica intacto; o
+    módulo novo é treinável (``requires_grad``) e não divide memória com o original.
     """
     g, seed = case_generator()
-    for index, (where, (b, t, s, d, h, h_kv, bias)) in enumerate(_gqa_cases(g, seed)):
+    for index, (where, (d, h, h_kv, bias)) in enumerate(_gqa_cases(g, seed)):
         mha = _module(d, h, h_kv, bias=bias, seed=index)
-        query = torch.randn(b, t, d, generator=g)
-        key_value = query if (t == s and index % 2 == 0) else torch.randn(b, s, d, generator=g)
-        with record_python_calls() as ran:
-            received = call_answer(
-                gqa_forward,
-                {"query": query, "key_value": key_value, "mha": mha},
-                where,
-                f"Q tem num_heads={h} cabeças e K, V têm num_kv_heads={h_kv}, cada uma com "
-                f"d_h={mha.head_dim} colunas e o comprimento delas (t={t} para Q, s={s} para "
-                "K e V).",
-            )
-        ready = sorted(name for code, name in _READY_MADE.items() if code in ran)
-        expect(
-            not ready,
-            f"durante a sua função rodou {', '.join(ready)}: o exercício pede os passos escritos "
-            "por você a partir de mha.project_qkv (ou mha.qkv_proj) e mha.out_proj, sem as "
-            "etapas prontas do módulo.",
+        received = call_answer(
+            gqa_to_mha,
+            {"mha": mha},
+            where,
+            f"qkv_proj.weight tem forma (d + 2·d_kv, d) = {tuple(mha.qkv_proj.weight.shape)}: "
+            f"d linhas de W^Q e d_kv = num_kv_heads·d_h = {mha.kv_dim} de W^K e de W^V; no "
+            f"módulo novo, d = {d} linhas em cada bloco.",
         )
-        _expect_tensor(where, received, (b, t, d), "(b, t, d)")
-        with torch.no_grad():
-            expected = _gqa_reference(query, key_value, mha)
-            variants = [
-                (diag, wrong)
-                for diag, wrong in _gqa_variants(query, key_value, mha)
-                if float((wrong - expected).abs().max()) > 1e-4
-            ]
-        expect_close(received, expected, where, atol=1e-5, variants=variants)
-        if index in (1, len(_GQA_CASES)):  # um caso fixo e um sorteado, com gradientes
-            check_gradients(
-                gqa_forward,
-                _gqa_reference,
-                {"query": query, "key_value": key_value, "mha": mha},
-                f"{where} (gradientes)",
-                wrt=("query", "key_value"),
-                atol=1e-4,
-            )
+        fresh = _expect_new_module(where, received, mha, h)
 
-    def make_args(h_kv: int) -> tuple[Tensor, Tensor, MultiHeadAttention]:
-        # Nenhum eixo de tamanho 1 (h_kv >= 2, grupos de 2): um reshape que vira view num
-        # eixo unitário mudaria a contagem sem laço nenhum.
-        h, d = 2 * h_kv, 8 * h_kv
-        return (
-            torch.randn(2, 3, d, generator=g),
-            torch.randn(2, 5, d, generator=g),
-            _module(d, h, h_kv),
-        )
+        def expected_run(query: Tensor, key_value: Tensor, mha: MultiHeadAttention = mha) -> Any:
+            return _run(mha, query, key_value)
 
-    def answer(query: Tensor, key_value: Tensor, mha: MultiHeadAttention) -> Any:
-        return call_answer(
-            gqa_forward,
-            {"query": query, "key_value": key_value, "mha": mha},
-            "Na contagem de operações",
-        )
-
-    small, large = op_counts_by_size(answer, make_args, (2, 8))
-    expect(
-        small == large,
-        f"com 4 cabeças sua função executou {small} operações do PyTorch, e com 16 cabeças "
-        f"{large}: o número cresce com h, então há um laço sobre as cabeças (for, map, "
-        "compreensão ou função auxiliar). O exercício pede todas as cabeças numa chamada "
-        "de atenção só, com (b, h) como lote.",
-    )
+        _compare_modules(where, fresh, expected_run, lambda mha=mha: _gqa_variants(mha), g)
 
 
 # ======================================================================================

@@ -35,7 +35,7 @@ from tpt.exercises import (
     op_counts_by_size,
     record_ops,
 )
-from tpt.exercises.core import unambiguous
+from tpt.exercises.core import ExerciseError, unambiguous
 from tpt.numfmt import fmt
 from tpt.positional import pe_rotation, sinusoidal_encoding
 
@@ -53,6 +53,27 @@ def _frequencies(embed_dim: int, theta: float, exponent_scale: float = 2.0) -> T
 
 def _theta(theta: float) -> str:
     return fmt(theta, 0)
+
+
+def _expect_finite(received: object, where: str, name: str, fact: str) -> None:
+    """NaN ou infinito na resposta: diz onde e quantos, antes de comparar valores.
+
+    Uma "maior diferença" infinita não diz nada ao aluno; a posição do primeiro número não
+    finito e a contagem dizem. ``fact`` é o que se sabe dos valores certos (por exemplo,
+    "cossenos e senos, entre -1 e 1").
+    """
+    if not isinstance(received, Tensor) or not received.is_floating_point():
+        return  # tipo e forma: quem explica é o expect_close
+    bad = ~torch.isfinite(received.detach())
+    if not bool(bad.any()):
+        return
+    first = tuple(bad.nonzero()[0].tolist())
+    value = received.detach()[first].item()
+    kind = "NaN" if value != value else ("+∞" if value > 0 else "-∞")
+    raise ExerciseError(
+        f"{where}, {name} tem {fmt(int(bad.sum()))} número(s) não finito(s) (NaN ou ±∞); o "
+        f"primeiro está na posição {list(first)} e vale {kind}. {fact}"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -162,6 +183,12 @@ def check_shift_positions(shift_positions: Callable[[Tensor, Tensor, float], Ten
             "R(k) inteira (que tem d² números, quase todos zero).",
         )
         expected = _shift_reference(vectors, offsets, theta)
+        _expect_finite(
+            received,
+            where,
+            "o resultado",
+            "Girar vetores finitos dá vetores finitos, com a mesma norma de cada linha.",
+        )
         expect_close(
             received,
             expected,
@@ -285,6 +312,12 @@ def check_rotation_half(rotation_half: Callable[[int, int, float], Tensor]) -> N
                         _half_rotation(k, d, 10000.0),
                     )
                 )
+        _expect_finite(
+            received,
+            where,
+            "a sua matriz",
+            "Os números de R(k) são cossenos e senos (e zeros), todos entre -1 e 1.",
+        )
         expect_close(
             received,
             _half_rotation(k, d, theta),
@@ -364,6 +397,12 @@ def check_add_positional_left_padded(
         got = tuple(received.shape) if isinstance(received, Tensor) else type(received).__name__
         expect(got == (b, t, d), f"{where}, esperava um tensor de forma {(b, t, d)}; recebi {got}.")
         positions = _left_positions(is_pad)
+        _expect_finite(
+            received[real],
+            where,
+            "o resultado nos tokens reais",
+            "x e pe são finitos, e a soma x + pe[posição] também.",
+        )
         variants = [
             (
                 "cada token recebeu a PE do índice do lote (a linha j ganhou PE(j) em todas as "
