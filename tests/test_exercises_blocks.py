@@ -8,6 +8,7 @@ casos fixos, enganos típicos).
 
 from __future__ import annotations
 
+import copy
 import functools
 
 import pytest
@@ -47,15 +48,15 @@ def test_only_checks_are_visible():
     assert dir(ex) == [
         "check_encoder_layer_flops",
         "check_ffn_as_convolution",
-        "check_parallel_block",
+        "check_fold_layernorm",
     ]
-    for hidden in ("_measured_flops", "_parallel_reference", "_FLOP_MISTAKES", "FeedForward"):
+    for hidden in ("_measured_flops", "_fold_variants", "_FLOP_MISTAKES", "FeedForward"):
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, hidden)
 
 
 @pytest.mark.parametrize(
-    "check", [ex.check_ffn_as_convolution, ex.check_parallel_block, ex.check_encoder_layer_flops]
+    "check", [ex.check_ffn_as_convolution, ex.check_fold_layernorm, ex.check_encoder_layer_flops]
 )
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
@@ -220,82 +221,199 @@ def test_conv_student_error_is_explained(capsys):
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: o bloco paralelo
+# Exercício 2: dobrar a LayerNorm na linear seguinte
 # --------------------------------------------------------------------------------------
-def parallel_block(x, self_attn, ffn, norm):
-    h = norm(x)
-    attn_out, _ = self_attn(h)
-    return x + attn_out + ffn(h)
+def _beta(norm):
+    return norm.bias if norm.bias is not None else torch.zeros_like(norm.weight)
 
 
-def parallel_twice(x, self_attn, ffn, norm):
-    return x + ffn(norm(x)) + self_attn(norm(x), need_weights=True)[0]
+def _bias(linear):
+    if linear.bias is not None:
+        return linear.bias
+    return torch.zeros(linear.out_features, dtype=linear.weight.dtype)
+
+
+def fold_layernorm(norm, linear):
+    w = linear.weight  # (n, d)
+    new = nn.Linear(w.shape[1], w.shape[0], dtype=w.dtype)
+    with torch.no_grad():
+        new.weight.copy_(w * norm.weight)  # W diag(γ)
+        new.bias.copy_(w @ _beta(norm) + _bias(linear))  # W β + b
+    return new
+
+
+def fold_deepcopy(norm, linear):
+    new = copy.deepcopy(linear)
+    if new.bias is None:
+        new.bias = nn.Parameter(torch.zeros(linear.out_features, dtype=linear.weight.dtype))
+    with torch.no_grad():
+        new.bias += linear.weight @ _beta(norm)
+        new.weight *= norm.weight
+    return new
+
+
+def fold_parameters(norm, linear):
+    new = nn.Linear(linear.in_features, linear.out_features, dtype=linear.weight.dtype)
+    w = linear.weight.detach()
+    new.weight = nn.Parameter(w @ torch.diag(norm.weight.detach()))
+    new.bias = nn.Parameter((F.linear(_beta(norm), linear.weight) + _bias(linear)).detach())
+    return new
 
 
 @pytest.mark.parametrize(
-    "answer", [parallel_block, parallel_twice], ids=["uma-norma", "duas-vezes"]
+    "answer", [fold_layernorm, fold_deepcopy, fold_parameters], ids=["copy_", "deepcopy", "diag"]
 )
-def test_parallel_correct_styles_pass(answer, capsys):
-    _accepted(ex.check_parallel_block, answer, capsys)
+def test_fold_correct_styles_pass(answer, capsys):
+    _accepted(ex.check_fold_layernorm, answer, capsys)
 
 
-def test_parallel_matches_the_definition_with_tpt_pieces():
-    layer = tpt.EncoderLayer(8, 2, 16, dropout=0.0, norm_first=True).eval()
-    x = torch.randn(2, 5, 8)
-    h = layer.norm1(x)
-    expected = x + layer.self_attn(h)[0] + layer.ffn(h)
-    assert torch.allclose(parallel_block(x, layer.self_attn, layer.ffn, layer.norm1), expected)
+@pytest.mark.parametrize("norm_cls", [nn.LayerNorm, tpt.LayerNorm])
+def test_fold_reference_is_what_the_statement_says(norm_cls):
+    norm = norm_cls(6)
+    linear = nn.Linear(6, 4)
+    with torch.no_grad():
+        norm.weight.normal_(1, 0.5)
+        norm.bias.normal_(0, 0.5)
+    x = 3 * torch.randn(2, 3, 6) + 1
+    new = fold_layernorm(norm, linear)
+    plain = nn.LayerNorm(6, elementwise_affine=False)
+    assert torch.allclose(new(plain(x)), linear(norm(x)), atol=1e-5)
+
+
+def _fold_with(weight_fn, bias_fn):
+    def answer(norm, linear):
+        w, beta, b = linear.weight.detach(), _beta(norm).detach(), _bias(linear).detach()
+        gamma = norm.weight.detach()
+        new = nn.Linear(linear.in_features, linear.out_features, dtype=w.dtype)
+        with torch.no_grad():
+            new.weight.copy_(weight_fn(w, gamma))
+            new.bias.copy_(bias_fn(w, gamma, beta, b))
+        return new
+
+    return answer
 
 
 @pytest.mark.parametrize(
     ("answer", "fragment"),
     [
+        (_fold_with(lambda w, g: w, lambda w, g, be, b: w @ be + b), "faltou o γ"),
+        (_fold_with(lambda w, g: w * g, lambda w, g, be, b: b), "faltou o β"),
         (
-            lambda x, a, f, n: (lambda y: y + f(n(y)))(x + a(n(x))[0]),
-            "bloco sequencial",
+            _fold_with(lambda w, g: w * g, lambda w, g, be, b: (w * g) @ be + b),
+            "usou o peso já dobrado",
         ),
-        (lambda x, a, f, n: a(n(x))[0] + f(n(x)), "faltou a conexão residual"),
-        (lambda x, a, f, n: n(x) + a(n(x))[0] + f(n(x)), "fluxo normalizado"),
-        (lambda x, a, f, n: x + a(x)[0] + f(x), "sem normalizar"),
-        (lambda x, a, f, n: n(x + a(x)[0] + f(x)), "normalizou a soma no fim"),
-        (lambda x, a, f, n: x + a(n(x))[0] + f(a(n(x))[0]), "a FFN leu a saída da atenção"),
+        (_fold_with(lambda w, g: w * g, lambda w, g, be, b: w @ be), "faltou o viés da linear"),
+        (_fold_with(lambda w, g: w / g, lambda w, g, be, b: w @ be + b), "dividiu por γ"),
+        (
+            _fold_with(lambda w, g: w * g[:, None], lambda w, g, be, b: w @ be + b),
+            "multiplicou as linhas de W",
+        ),
+        (_fold_with(lambda w, g: w * g, lambda w, g, be, b: b + be), "somou β direto"),
+        (_fold_with(lambda w, g: w * g, lambda w, g, be, b: w.T @ be + b), "usou Wᵀ β"),
     ],
     ids=[
-        "sequencial",
-        "sem-residual",
-        "residual-normalizada",
-        "sem-norma",
-        "pos-norma",
-        "ffn-depois",
+        "sem-gama",
+        "sem-beta",
+        "beta-dobrado",
+        "sem-b",
+        "dividiu",
+        "linhas",
+        "beta-no-vies",
+        "wt",
     ],
 )
-def test_parallel_typical_mistakes_are_diagnosed(answer, fragment, capsys):
-    _rejected(ex.check_parallel_block, answer, capsys, fragment)
+def test_fold_typical_mistakes_are_diagnosed(answer, fragment, capsys):
+    _rejected(ex.check_fold_layernorm, answer, capsys, fragment)
 
 
-@pytest.mark.parametrize("name", ["x", "self_attn", "ffn", "norm"])
-def test_parallel_in_place_change_of_each_input_is_named(name, capsys):
-    def sneaky(x, self_attn, ffn, norm):
-        out = parallel_block(x, self_attn, ffn, norm)
-        target = {"x": x, "self_attn": self_attn, "ffn": ffn, "norm": norm}[name]
+def test_fold_in_place_change_of_the_originals_is_named(capsys):
+    def fold_in_place(norm, linear):
+        new = fold_layernorm(norm, linear)
         with torch.no_grad():
-            (target if name == "x" else next(target.parameters())).mul_(1.0001)
-        return out
+            linear.weight.mul_(norm.weight)  # "dobrou" a linear original
+        return new
 
-    _rejected(ex.check_parallel_block, sneaky, capsys, f"modificou `{name}` no lugar")
-
-
-def test_parallel_no_grad_and_partial_detach_are_rejected(capsys):
-    def under_no_grad(x, a, f, n):
+    def reset_norm(norm, linear):
+        new = fold_layernorm(norm, linear)
         with torch.no_grad():
-            return parallel_block(x, a, f, n)
+            norm.weight.fill_(1.0)  # a norma vira só padronização, no lugar
+        return new
 
-    def frozen_ffn(x, a, f, n):
-        h = n(x)
-        return x + a(h)[0] + f(h.detach())  # o gradiente não volta pela FFN até x e à norma
+    _rejected(ex.check_fold_layernorm, fold_in_place, capsys, "modificou `linear` no lugar")
+    _rejected(ex.check_fold_layernorm, reset_norm, capsys, "modificou `norm` no lugar")
 
-    _rejected(ex.check_parallel_block, under_no_grad, capsys, "não tem gradiente")
-    _rejected(ex.check_parallel_block, frozen_ffn, capsys, "o gradiente em relação a")
+
+def test_fold_shared_parameters_are_rejected(capsys):
+    def shares_bias(norm, linear):
+        new = fold_layernorm(norm, linear)
+        if norm.bias is None and linear.bias is not None:
+            new.bias = linear.bias  # W β = 0: o mesmo tensor do viés original
+        return new
+
+    _rejected(ex.check_fold_layernorm, shares_bias, capsys, "divide a memória")
+
+
+def test_fold_without_bias_is_rejected(capsys):
+    def keeps_bias_flag(norm, linear):
+        new = nn.Linear(
+            linear.in_features,
+            linear.out_features,
+            bias=linear.bias is not None,
+            dtype=linear.weight.dtype,
+        )
+        ref = fold_layernorm(norm, linear)
+        with torch.no_grad():
+            new.weight.copy_(ref.weight)
+            if new.bias is not None:
+                new.bias.copy_(ref.bias)
+        return new
+
+    _rejected(ex.check_fold_layernorm, keeps_bias_flag, capsys, "não tem viés", "bias=True")
+
+
+def test_fold_wrong_dtype_is_rejected(capsys):
+    def float32_only(norm, linear):
+        new = nn.Linear(linear.in_features, linear.out_features)  # sempre float32
+        with torch.no_grad():
+            new.weight.copy_(linear.weight * norm.weight)
+            new.bias.copy_(linear.weight @ _beta(norm) + _bias(linear))
+        return new
+
+    _rejected(ex.check_fold_layernorm, float32_only, capsys, "dtype=linear.weight.dtype")
+
+
+def test_fold_frozen_parameters_are_rejected(capsys):
+    def frozen(norm, linear):
+        return fold_layernorm(norm, linear).requires_grad_(False)
+
+    _rejected(ex.check_fold_layernorm, frozen, capsys, "pede gradiente")
+
+
+def test_fold_a_module_that_keeps_the_norm_is_not_a_fold(capsys):
+    class NormThenLinear(nn.Linear):
+        """Guarda γ e β e aplica no forward: não dobra nada."""
+
+        def __init__(self, norm, linear):
+            super().__init__(linear.in_features, linear.out_features, dtype=linear.weight.dtype)
+            self.gamma, self.beta = norm.weight.detach().clone(), _beta(norm).detach().clone()
+            with torch.no_grad():
+                self.weight.copy_(linear.weight)
+                self.bias.copy_(_bias(linear))
+
+        def forward(self, z):
+            return F.linear(self.gamma * z + self.beta, self.weight, self.bias)
+
+    # A conferência lê weight e bias e aplica F.linear: o forward próprio não entra.
+    _rejected(ex.check_fold_layernorm, NormThenLinear, capsys, "nada foi dobrado")
+
+
+def test_fold_not_a_linear_is_explained(capsys):
+    _rejected(
+        ex.check_fold_layernorm,
+        lambda norm, linear: nn.Sequential(norm, linear),
+        capsys,
+        "esperava um nn.Linear novo",
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -440,9 +440,49 @@ def _per_token(pred, target, eos_id, pad_id):
     return (p == g)[g != pad_id].float().mean().item()
 
 
+def _common_columns(pred, target, eos_id, pad_id):
+    m = min(pred.shape[1], target.shape[1])  # só as colunas em comum
+    p, g = pred[:, :m], target[:, :m]
+    is_eos = (p == eos_id).long()
+    p = p.masked_fill((is_eos.cumsum(dim=1) - is_eos) > 0, pad_id)
+    return (p == g).all(1).float().mean().item()
+
+
+def _padded_with_eos(pred, target, eos_id, pad_id):
+    width = max(pred.shape[1], target.shape[1])
+    p = F.pad(pred, (0, width - pred.shape[1]), value=eos_id)  # errado: completa com <eos>
+    g = F.pad(target, (0, width - target.shape[1]), value=pad_id)
+    is_eos = (p == eos_id).long()
+    p = p.masked_fill((is_eos.cumsum(dim=1) - is_eos) > 0, pad_id)
+    return (p == g).all(1).float().mean().item()
+
+
+def test_exact_prediction_cut_right_after_the_words_is_always_a_fixed_case():
+    # O caso fixo que recusa uma saída sem <eos> cortada logo depois das palavras
+    # (as duas respostas erradas abaixo a aceitam) roda em toda execução.
+    from tpt.exercises.seq2seq import _match_cases
+
+    for seed in (0, 1, 2):
+        cases = _match_cases(torch.Generator().manual_seed(seed), seed)
+        fixed = [c for c in cases if "logo depois das palavras" in c[4]]
+        assert len(fixed) == 1
+        pred, target, eos, pad, _ = fixed[0]
+        assert exact_match(pred[:1], target[:1], eos, pad) == 0.0  # palavras certas, sem <eos>
+        assert _common_columns(pred[:1], target[:1], eos, pad) == 1.0
+        assert _padded_with_eos(pred[:1], target[:1], eos, pad) == 1.0
+
+
+@pytest.mark.parametrize("answer", [_common_columns, _padded_with_eos], ids=["min", "eos"])
+def test_exact_cut_prediction_mistakes_are_rejected_in_every_run(answer, capsys):
+    for _ in range(5):  # casos sorteados diferentes a cada chamada: o fixo recusa sempre
+        _rejected(ex.check_exact_match, answer, capsys, "logo depois das palavras")
+
+
 @pytest.mark.parametrize(
     ("answer", "fragment"),
     [
+        (_common_columns, "min(t1, t2) colunas"),
+        (_padded_with_eos, "completou pred com eos_id"),
         (_no_eos_check, "sem <eos> no lugar"),
         (_whole_row, "depois do primeiro <eos>"),
         (_per_token, "acerto por token"),
@@ -450,7 +490,16 @@ def _per_token(pred, target, eos_id, pad_id):
         (lambda p, t, e, z: exact_match(p, t, 2, 0), "ids 2 e 0"),
         (lambda *a: exact_match(*a) > 0.5, "devolva um número"),
     ],
-    ids=["sem-eos", "linha-inteira", "por-token", "porcentagem", "ids-fixos", "bool"],
+    ids=[
+        "min-colunas",
+        "com-eos",
+        "sem-eos",
+        "linha-inteira",
+        "por-token",
+        "porcentagem",
+        "ids-fixos",
+        "bool",
+    ],
 )
 def test_exact_typical_mistakes_are_diagnosed(answer, fragment, capsys):
     _rejected(ex.check_exact_match, answer, capsys, fragment)

@@ -3,8 +3,11 @@
 1. :func:`check_ffn_as_convolution`: a FFN por posição escrita como duas convoluções de
    núcleo 1, com os pesos de um ``tpt.FeedForward``. Regra (pelas operações ATen que
    rodam): exatamente duas ``convolution`` e nenhuma multiplicação de matrizes.
-2. :func:`check_parallel_block`: o bloco **paralelo** (GPT-J, PaLM): as duas subcamadas
-   leem a mesma entrada normalizada e as duas saídas somam no fluxo residual.
+2. :func:`check_fold_layernorm`: dobrar o ganho γ e o deslocamento β de uma LayerNorm
+   na ``nn.Linear`` seguinte: um ``nn.Linear`` novo com ``new(x̂) = linear(norm(x))``,
+   x̂ a padronização sem parâmetros. A conferência aplica ela mesma ``F.linear`` com o
+   ``weight`` e o ``bias`` devolvidos; regras: mesmo dtype, sempre com viés, parâmetros
+   próprios (pedem gradiente e não dividem memória com os originais).
 3. :func:`check_encoder_layer_flops`: os FLOPs das multiplicações de matrizes de uma
    ``tpt.EncoderLayer`` numa sequência de ``t`` tokens, como fórmula; a conferência mede
    com ``torch.utils.flop_counter.FlopCounterMode`` em tamanhos sorteados. Regra: a
@@ -23,10 +26,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from tpt.attention import MultiHeadAttention
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
 from tpt.exercises.guards import call_answer, case_generator, check_gradients, randint
 from tpt.exercises.rules import record_ops
@@ -35,12 +37,9 @@ from tpt.layers import EncoderLayer
 from tpt.norms import LayerNorm
 from tpt.numfmt import fmt
 
-__all__ = ["check_ffn_as_convolution", "check_parallel_block", "check_encoder_layer_flops"]
+__all__ = ["check_ffn_as_convolution", "check_fold_layernorm", "check_encoder_layer_flops"]
 
 _ATOL = 1e-5
-# Gradientes através da atenção: o caminho rápido (F.scaled_dot_product_attention) e o
-# explícito diferem no arredondamento, e o backward da LayerNorm amplia a diferença.
-_GRAD_ATOL = 1e-4
 
 # Núcleos ATen de convolução (F.conv1d, torch.conv1d e nn.Conv1d chegam a um deles).
 _CONV_OPS = frozenset({"convolution", "_convolution", "conv1d", "mkldnn_convolution"})
@@ -156,94 +155,167 @@ def check_ffn_as_convolution(ffn_conv: Callable[[Tensor, FeedForward], Tensor]) 
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: o bloco paralelo (GPT-J)
+# Exercício 2: dobrar a LayerNorm na linear seguinte
 # --------------------------------------------------------------------------------------
-def _parallel_reference(x: Tensor, self_attn, ffn, norm) -> Tensor:
-    h = norm(x)  # (b, t, d): a mesma entrada normalizada para as duas subcamadas
-    return x + self_attn(h)[0] + ffn(h)
-
-
-def _parallel_variants(x: Tensor, attn, ffn, norm) -> list[tuple[str, Tensor]]:
-    def a(z: Tensor) -> Tensor:
-        return attn(z)[0]
-
-    with torch.no_grad():
-        y = x + a(norm(x))
-        return [
-            (
-                "você escreveu o bloco sequencial da pré-normalização (a FFN lê "
-                "norm(x + atenção)). No bloco paralelo as duas subcamadas leem o mesmo "
-                "h = norm(x), e as duas saídas somam em x.",
-                y + ffn(norm(y)),
-            ),
-            (
-                "faltou a conexão residual: some o x original às duas saídas.",
-                a(norm(x)) + ffn(norm(x)),
-            ),
-            (
-                "a residual somou o fluxo normalizado norm(x); ela soma o x original, que "
-                "nunca passa pela norma.",
-                norm(x) + a(norm(x)) + ffn(norm(x)),
-            ),
-            (
-                "as subcamadas leram x sem normalizar: a norma vem antes delas, h = norm(x).",
-                x + a(x) + ffn(x),
-            ),
-            (
-                "você normalizou a soma no fim (pós-normalização); no bloco paralelo a "
-                "norma fica na entrada das subcamadas e a saída termina na soma.",
-                norm(x + a(x) + ffn(x)),
-            ),
-            (
-                "a FFN leu a saída da atenção: no bloco paralelo ela lê h = norm(x), "
-                "ao lado da atenção, não depois dela.",
-                x + a(norm(x)) + ffn(a(norm(x))),
-            ),
-        ]
-
-
-@exercise("Exercício 2 (bloco paralelo)")
-def check_parallel_block(parallel_block: Callable[..., Tensor]) -> None:
-    """``parallel_block(x (b, t, d), self_attn, ffn, norm) -> (b, t, d)``."""
-    generator, seed = case_generator()
-    cases = [(2, 5, 8, 2, 32, "caso fixo")]
+def _fold_cases(generator: torch.Generator, seed: int) -> list[tuple[Any, ...]]:
+    """(d, n, classe da norma, norma com β, linear com viés, dtype, descrição)."""
+    cases: list[tuple[Any, ...]] = [
+        (8, 8, nn.LayerNorm, True, True, torch.float32, "caso fixo com n = d"),
+        (6, 10, LayerNorm, True, False, torch.float32, "caso fixo com uma linear sem viés"),
+        (5, 7, nn.LayerNorm, False, True, torch.float32, "caso fixo com uma LayerNorm sem β"),
+        (4, 3, LayerNorm, True, True, torch.float64, "caso fixo em float64"),
+    ]
     for _ in range(2):
-        h = randint(generator, 1, 4)
-        d = h * randint(generator, max(2, 4 // h), 6)  # d ≥ 4: LayerNorm de 2 números é degenerada
+        d = randint(generator, 2, 12)
         cases.append(
             (
-                randint(generator, 1, 3),
-                randint(generator, 2, 7),
                 d,
-                h,
-                randint(generator, d, 4 * d),
+                randint(generator, 1, 16),
+                (nn.LayerNorm, LayerNorm)[randint(generator, 0, 1)],
+                bool(randint(generator, 0, 3)),
+                bool(randint(generator, 0, 3)),
+                torch.float32,
                 f"caso sorteado (semente {seed})",
             )
         )
+    return cases
+
+
+def _fold_modules(d, n, norm_cls, norm_bias, linear_bias, dtype, generator):
+    """Uma LayerNorm com γ e β longe de 1 e 0 e uma linear d -> n, pesos sorteados."""
+    norm = norm_cls(d, eps=1e-5, bias=norm_bias).to(dtype)
+    linear = nn.Linear(d, n, bias=linear_bias, dtype=dtype)
+    with torch.no_grad():
+        norm.weight.copy_(1 + 0.5 * torch.randn(d, generator=generator, dtype=dtype))
+        if norm.bias is not None:
+            norm.bias.copy_(0.5 * torch.randn(d, generator=generator, dtype=dtype))
+        linear.weight.copy_(torch.randn(n, d, generator=generator, dtype=dtype) / d**0.5)
+        if linear.bias is not None:
+            linear.bias.copy_(0.5 * torch.randn(n, generator=generator, dtype=dtype))
+    return norm, linear
+
+
+def _fold_variants(z: Tensor, norm, linear) -> list[tuple[str, Tensor]]:
+    """Saídas, em ``z`` (já padronizado), das dobras erradas mais comuns."""
+    w = linear.weight.detach()  # (n, d)
+    gamma = norm.weight.detach()  # (d,)
+    beta = norm.bias.detach() if norm.bias is not None else torch.zeros_like(gamma)
+    b = linear.bias.detach() if linear.bias is not None else torch.zeros(w.shape[0], dtype=w.dtype)
+    n, d = w.shape
+    folds = [
+        (
+            "weight e bias são os da linear original: nada foi dobrado (a conferência aplica "
+            "F.linear com weight e bias; um forward próprio não entra na conta).",
+            w,
+            b,
+        ),
+        ("faltou o γ: o peso novo é W com a coluna i multiplicada por γ_i.", w, w @ beta + b),
+        (
+            "faltou o β: ele passa pela linear e vira parte do viés novo, W β.",
+            w * gamma,
+            b,
+        ),
+        (
+            "o viés novo usou o peso já dobrado, (W diag γ) β; o β é somado depois do γ, "
+            "então passa só por W: b' = W β + b.",
+            w * gamma,
+            (w * gamma) @ beta + b,
+        ),
+        ("faltou o viés da linear original: b' = W β + b.", w * gamma, w @ beta),
+        (
+            "você dividiu por γ; a norma multiplica x̂ por γ, e o peso novo também.",
+            w / gamma,
+            w @ beta + b,
+        ),
+    ]
+    if n == d:  # com n = d, a forma não acusa estes enganos
+        folds += [
+            (
+                "você multiplicou as linhas de W por γ (W[j, :] · γ_j); γ multiplica as "
+                "entradas da linear, que são as colunas de W: W' = W diag(γ), W[:, i] · γ_i.",
+                w * gamma[:, None],
+                w @ beta + b,
+            ),
+            (
+                "você somou β direto no viés; ele entra na linear junto com x̂, e sai como W β.",
+                w * gamma,
+                b + beta,
+            ),
+            (
+                "o viés novo usou Wᵀ β; a saída j recebe Σ_i W[j, i] β_i, ou seja W β.",
+                w * gamma,
+                w.T @ beta + b,
+            ),
+        ]
+    return [(text, F.linear(z, wf, bf)) for text, wf, bf in folds]
+
+
+def _shares_memory(tensor: Tensor, others: list[Tensor]) -> bool:
+    ptr = tensor.untyped_storage().data_ptr()
+    return any(ptr == o.untyped_storage().data_ptr() for o in others)
+
+
+@exercise("Exercício 2 (dobrar a LayerNorm na linear)")
+def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
+    """``fold_layernorm(norm, linear) -> nn.Linear`` com ``new(x̂) = linear(norm(x))``."""
+    generator, seed = case_generator()
     with torch.random.fork_rng(devices=[]):
-        for b, t, d, h, d_ff, label in cases:
-            where = f"No {label}, x de forma {(b, t, d)}, {h} cabeça(s) e d_ff = {d_ff}"
-            attn = _randomize(MultiHeadAttention(d, h), generator)
-            ffn = _randomize(FeedForward(d, d_ff), generator)
-            norm = _randomize(LayerNorm(d), generator)
-            x = torch.randn(b, t, d, generator=generator)
-            args = {"x": x, "self_attn": attn, "ffn": ffn, "norm": norm}
+        for d, n, norm_cls, norm_bias, linear_bias, dtype, label in _fold_cases(generator, seed):
+            where = (
+                f"No {label} ({'tpt' if norm_cls is LayerNorm else 'nn'}.LayerNorm({d}) "
+                f"{'com' if norm_bias else 'sem'} β, nn.Linear({d}, {n}) "
+                f"{'com' if linear_bias else 'sem'} viés, {str(dtype).replace('torch.', '')})"
+            )
+            norm, linear = _fold_modules(d, n, norm_cls, norm_bias, linear_bias, dtype, generator)
+            new = call_answer(
+                fold_layernorm,
+                {"norm": norm, "linear": linear},
+                where,
+                hint="Monte um nn.Linear(d, n) novo e copie os valores com torch.no_grad().",
+            )
+            expect(
+                isinstance(new, nn.Linear),
+                f"{where}, esperava um nn.Linear novo; recebi {type(new).__name__}.",
+            )
+            expect(
+                tuple(new.weight.shape) == (n, d),
+                f"{where}, o weight novo tem forma {tuple(new.weight.shape)}; esperava {(n, d)} "
+                "= (saídas, entradas), a mesma da linear original.",
+            )
+            expect(
+                new.bias is not None,
+                f"{where}, o nn.Linear novo não tem viés (bias=None). A dobra cria um viés "
+                "W β + b mesmo quando a linear original não tem: use bias=True.",
+            )
+            expect(
+                new.weight.dtype == dtype and new.bias.dtype == dtype,
+                f"{where}, o nn.Linear novo é {str(new.weight.dtype).replace('torch.', '')}, e a "
+                f"linear original é {str(dtype).replace('torch.', '')}: crie-o com "
+                "dtype=linear.weight.dtype (uma conversão não muda a precisão do modelo).",
+            )
+            originals = [p.detach() for p in (*norm.parameters(), *linear.parameters())]
+            for name in ("weight", "bias"):
+                param = getattr(new, name)
+                expect(
+                    isinstance(param, nn.Parameter) and param.requires_grad,
+                    f"{where}, o {name} novo não é um parâmetro que pede gradiente "
+                    f"(requires_grad={param.requires_grad}); a camada dobrada continua "
+                    "treinável, como qualquer nn.Linear.",
+                )
+                expect(
+                    not _shares_memory(param, originals),
+                    f"{where}, o {name} novo divide a memória com um parâmetro da norma ou da "
+                    "linear original: treinar a camada nova mudaria a antiga. Copie os "
+                    "valores (.clone() ou copy_ num tensor novo).",
+                )
+            x = 3 * torch.randn(2, 5, d, generator=generator, dtype=dtype) + 1  # (b, t, d)
+            z = F.layer_norm(x, (d,), eps=norm.eps)  # (b, t, d): x̂, sem γ e β
             with torch.no_grad():
-                expected = _parallel_reference(x, attn, ffn, norm)
-            received = call_answer(
-                parallel_block,
-                args,
-                where,
-                hint="Lembre que self_attn(h) devolve um par (saída, pesos).",
-            )
-            expect_close(
-                received,
-                expected,
-                where,
-                atol=_ATOL,
-                variants=_parallel_variants(x, attn, ffn, norm),
-            )
-            check_gradients(parallel_block, _parallel_reference, args, where, atol=_GRAD_ATOL)
+                expected = linear(norm(x))  # (b, t, n)
+                received = F.linear(z, new.weight, new.bias)  # (b, t, n)
+                variants = _fold_variants(z, norm, linear)
+            atol = _ATOL if dtype == torch.float32 else 1e-10
+            expect_close(received, expected, where, atol=atol, name="new(x̂)", variants=variants)
 
 
 # --------------------------------------------------------------------------------------

@@ -337,11 +337,17 @@ def _match_variants(pred: Tensor, target: Tensor, eos: int, pad: int) -> dict[st
     p, g = _pad_to(pred, width, pad), _pad_to(target, width, pad)  # (b, width)
     clean = p.masked_fill(_after_first_eos(p, eos), pad)
     words = (g != pad) & (g != eos)  # posições das palavras do rótulo
+    common = min(pred.shape[1], target.shape[1])  # só as colunas que os dois têm
+    cut = pred[:, :common].masked_fill(_after_first_eos(pred[:, :common], eos), pad)
+    with_eos = F.pad(pred, (0, width - pred.shape[1]), value=eos)  # completada com <eos>
+    with_eos = with_eos.masked_fill(_after_first_eos(with_eos, eos), pad)
     return {
         "certo": (clean == g).all(dim=1).double().mean().item(),
         "linha inteira": (p == g).all(dim=1).double().mean().item(),
         "sem exigir <eos>": ((p == g) | ~words).all(dim=1).double().mean().item(),
         "por token": (p == g)[g != pad].double().mean().item(),
+        "colunas em comum": (cut == target[:, :common]).all(dim=1).double().mean().item(),
+        "completada com <eos>": (with_eos == g).all(dim=1).double().mean().item(),
     }
 
 
@@ -353,6 +359,11 @@ _MATCH_MISTAKES = {
     "<eos> no lugar (cortada em max_len, ou que continua) não está certa.",
     "por token": "isso é o acerto por token; o exercício pede o acerto exato: a linha só conta "
     "se a frase inteira, até o <eos>, estiver certa.",
+    "colunas em comum": "você comparou só as min(t1, t2) colunas que pred e target têm em comum: "
+    "uma saída cortada logo depois das palavras, sem <eos>, passou como certa. Complete a "
+    "mais estreita com pad_id até a largura da outra e compare todas as colunas.",
+    "completada com <eos>": "você completou pred com eos_id: uma saída cortada em max_len, sem "
+    "<eos>, ganhou um <eos> que o modelo não escreveu. Complete com pad_id.",
 }
 
 
@@ -400,11 +411,26 @@ def _match_cases(generator: torch.Generator, seed: int):
     )  # (6, 6)
     target_b = torch.tensor([[20, 21, 22, e, z, z], [23, 24, 25, e, z, z], [28, e, z, z, z, z]])
     pred_b = torch.tensor([[20, 21, 22, e], [23, 24, 25, 26], [28, e, e, e]])  # (3, 4)
+    target_d = torch.tensor(
+        [[20, 21, 22, e, z, z], [23, 24, e, z, z, z], [25, 26, 27, e, z, z],
+         [30, 31, 32, 33, 34, e], [40, 41, e, z, z, z], [35, 36, 37, 38, e, z]]
+    )  # fmt: skip
+    pred_d = torch.tensor(
+        [
+            [20, 21, 22],  # errado: as palavras certas, cortada em max_len antes do <eos>
+            [23, 24, e],  # certo
+            [25, 26, 29],  # errado: uma palavra trocada
+            [30, 31, 32],  # errado: cortada no meio das palavras
+            [40, 41, 42],  # errado: outra palavra no lugar do <eos>
+            [35, 36, 37],  # errado: cortada no meio das palavras
+        ]
+    )  # (6, 3)
     target_c = torch.tensor([[30, 31, 5, 9], [32, 5, 9, 9], [33, 5, 9, 9]])
     pred_c = torch.tensor([[30, 31, 5, 33, 34], [32, 5, 0, 2, 0], [33] + [0] * 4])
     cases = [
         (pred_a, target_a, e, z, "caso fixo com saídas mais largas que os rótulos"),
         (pred_b, target_b, e, z, "caso fixo com saídas cortadas em max_len, sem <eos>"),
+        (pred_d, target_d, e, z, "caso fixo com saídas cortadas logo depois das palavras"),
         (pred_c, target_c, 5, 9, "caso fixo com eos_id = 5 e pad_id = 9"),
     ]
     eos, pad = randint(generator, 0, 9), randint(generator, 10, 19)
@@ -472,8 +498,13 @@ def check_exact_match(exact_match: Callable[..., Any]) -> None:
                 abs(result - fixed) > _ATOL,
                 f"{found}: é o resultado com os ids 2 e 0 do tpt; use eos_id e pad_id recebidos.",
             )
-        for name, message in _MATCH_MISTAKES.items():
-            expect(abs(result - variants[name]) > _ATOL, f"{found}: {message}")
+        # Um diagnóstico só quando a resposta bate com um engano, e com um só, neste caso.
+        matches = [
+            name
+            for name in _MATCH_MISTAKES
+            if abs(result - variants[name]) < _ATOL and abs(variants[name] - expected) > _ATOL
+        ]
+        expect(len(matches) != 1, f"{found}: {_MATCH_MISTAKES[matches[0]] if matches else ''}")
         raise ExerciseError(
             f"{found} (a fração de linhas iguais ao rótulo até o primeiro <eos>, inclusive)."
         )
