@@ -313,7 +313,7 @@ def _explain_min_p(logits: Tensor, received: Tensor, p_min: float, where: str) -
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: penalidade de repetição (CTRL), sem laços
+# Exercício 2: penalidade de repetição (o CTRL com o sinal corrigido pelo Hugging Face), sem laços
 # --------------------------------------------------------------------------------------
 _PENALTY_HINT = (
     "Confira a assinatura, repetition_penalty(logits, previous, penalty), e as formas: "
@@ -337,8 +337,8 @@ def _penalty_variants(logits: Tensor, previous: Tensor, penalty: float) -> list[
     return [
         (
             "os logits negativos foram divididos pela penalidade, o que os aproxima de zero e "
-            "AUMENTA a chance do token. Divida os positivos e multiplique os negativos "
-            "(torch.where).",
+            "AUMENTA a chance do token (é a regra original do CTRL, que o Hugging Face "
+            "corrigiu). Divida os positivos e multiplique os negativos (torch.where).",
             torch.where(seen, logits / penalty, logits),
         ),
         (
