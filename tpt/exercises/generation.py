@@ -27,7 +27,6 @@ from typing import Any
 import torch
 from torch import Tensor
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 import tpt.generation as generation_module
 from tpt.attention import MultiHeadAttention
@@ -485,6 +484,17 @@ def _storage(tensor: Tensor) -> int:
     return tensor.untyped_storage().data_ptr()
 
 
+def _flat_tensors(values: tuple[Any, ...] | list[Any]) -> list[Tensor]:
+    """Os tensores de uma lista de argumentos (e de listas dentro dela, como no ``cat``)."""
+    found = []
+    for value in values:
+        if isinstance(value, Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, Tensor))
+    return found
+
+
 class _ProjectionWork(TorchDispatchMode):
     """Soma as multiplicações feitas com ``weight`` ou com qualquer tensor derivado dele.
 
@@ -503,17 +513,15 @@ class _ProjectionWork(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        inputs = [t for t in tree_leaves((args, kwargs)) if isinstance(t, Tensor)]
-        if any(_storage(t) in self.marked for t in inputs):
+        if any(_storage(t) in self.marked for t in _flat_tensors((*args, *kwargs.values()))):
             name = func.overloadpacket.__name__
             if name in _MATMUL_OPS:
                 first = args[_MATMUL_OPS[name]]
                 self.multiplies += out.numel() * first.shape[-1]
             else:
-                for tensor in tree_leaves(out):
-                    if isinstance(tensor, Tensor):
-                        self.marked.add(_storage(tensor))
-                        self.kept.append(tensor)
+                for tensor in _flat_tensors(out if isinstance(out, (list, tuple)) else (out,)):
+                    self.marked.add(_storage(tensor))
+                    self.kept.append(tensor)
         return out
 
 
