@@ -20,7 +20,7 @@ import tpt
 import tpt.generation
 from tpt.exercises import checks
 from tpt.exercises import generation as module
-from tpt.generation import top_p_filter as renamed_filter
+from tpt.generation import top_p_filter as renamed_filter  # um filtro pronto, outro nome
 
 ex = checks("generation")
 
@@ -44,14 +44,14 @@ def _rejected(check, answer, capsys, *fragments):
 
 
 def test_checks_expose_only_the_checkers():
-    assert sorted(dir(ex)) == ["check_cached_attention", "check_repetition_penalty", "check_top_p"]
-    for name in ("_nucleus", "_penalized", "_cached_variant", "_top_p_fixed_cases"):
+    assert sorted(dir(ex)) == ["check_cached_attention", "check_min_p", "check_repetition_penalty"]
+    for name in ("_min_p_keep", "_penalized", "_cached_variant", "_min_p_fixed_cases"):
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, name)
 
 
 @pytest.mark.parametrize(
-    "check", [ex.check_top_p, ex.check_repetition_penalty, ex.check_cached_attention]
+    "check", [ex.check_min_p, ex.check_repetition_penalty, ex.check_cached_attention]
 )
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
@@ -60,152 +60,177 @@ def test_stub_is_pending(check, capsys):
 
 
 @pytest.mark.parametrize(
-    "check", [ex.check_top_p, ex.check_repetition_penalty, ex.check_cached_attention]
+    "check", [ex.check_min_p, ex.check_repetition_penalty, ex.check_cached_attention]
 )
 def test_wrong_signature_is_explained(check, capsys):
     _rejected(check, lambda: None, capsys, "levantou TypeError")
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: top-p
+# Exercício 1: min-p
 # --------------------------------------------------------------------------------------
-def top_p(logits, p):
-    if p >= 1:
-        return logits.clone()
-    sorted_logits, order = logits.sort(dim=-1, descending=True)
-    probs = sorted_logits.softmax(-1)
-    remove_sorted = probs.cumsum(-1) - probs >= p
-    return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
+def min_p(logits, p_min):
+    probs = logits.softmax(dim=-1)
+    threshold = p_min * probs.amax(dim=-1, keepdim=True)
+    return logits.masked_fill(probs < threshold, float("-inf"))
 
 
-def test_top_p_correct_styles_pass(capsys):
-    def loop_over_rows(logits, p):
-        flat = logits.reshape(-1, logits.shape[-1])
-        out = torch.full_like(flat, float("-inf"))
-        for row in range(flat.shape[0]):
-            if p >= 1:
-                out[row] = flat[row]
-                continue
-            probs = F.softmax(flat[row].double(), dim=-1)
-            total = 0.0
-            for i in probs.argsort(descending=True, stable=True).tolist():
-                out[row, i] = flat[row, i]
-                total += probs[i].item()
-                if total >= p:
-                    break
-        return out.reshape(logits.shape)
+def test_min_p_correct_styles_pass(capsys):
+    def in_log_space(logits, p_min):  # p_i >= p_min p_max  <=>  z_i >= z_max + ln p_min
+        top = logits.amax(dim=-1, keepdim=True)
+        limit = top + math.log(p_min) if p_min > 0 else torch.full_like(top, float("-inf"))
+        return torch.where(logits >= limit, logits, torch.full_like(logits, float("-inf")))
 
-    def threshold_in_float64(logits, p):
-        if p >= 1:
-            return logits.clone()
-        probs = logits.double().softmax(-1)
-        sorted_probs, order = probs.sort(dim=-1, descending=True)
-        keep_sorted = (sorted_probs.cumsum(-1) - sorted_probs) < p
-        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
-        return torch.where(keep, logits, torch.full_like(logits, float("-inf")))
+    def in_float64(logits, p_min):
+        probs = F.softmax(logits.double(), dim=-1)
+        keep = probs >= p_min * probs.max(dim=-1, keepdim=True).values
+        return torch.where(keep, logits, float("-inf"))
 
-    for answer in (top_p, loop_over_rows, threshold_in_float64):
-        _accepted(ex.check_top_p, answer, capsys)
+    def relative_to_top_logit(logits, p_min):  # exp(z - z_max) = p_i / p_max
+        ratio = (logits - logits.amax(dim=-1, keepdim=True)).exp()
+        return logits.masked_fill(ratio < p_min, float("-inf"))
+
+    for answer in (min_p, in_log_space, in_float64, relative_to_top_logit):
+        _accepted(ex.check_min_p, answer, capsys)
 
 
-def test_top_p_rule_is_what_runs(capsys):
-    def direct(logits, p):
-        return tpt.generation.top_p_filter(logits, p)
+def test_min_p_tie_and_strict_inequality(capsys):
+    # Empates com o mais provável (p_min = 1): com >=, ficam os três 2 da primeira linha.
+    logits = torch.tensor([[2.0, 2, 1, 2, 0], [3.0, 1, 1, 0, -1]])
+    kept = torch.isfinite(min_p(logits, 1.0))
+    assert kept.sum(-1).tolist() == [3, 1]
 
-    def alias(logits, p):  # from tpt.generation import top_p_filter as renamed_filter
-        return renamed_filter(logits, p)
+    def strict(logits, p_min):  # > no lugar de >=: o caso de empate denuncia
+        probs = logits.softmax(dim=-1)
+        return logits.masked_fill(~(probs > p_min * probs.amax(dim=-1, keepdim=True)), -math.inf)
 
-    def default_argument(logits, p, _filter=tpt.generation.top_p_filter):
-        return _filter(logits, p)
+    def strict_in_log_space(logits, p_min):  # o mesmo engano, pelo outro caminho
+        limit = logits.amax(dim=-1, keepdim=True) + (math.log(p_min) if p_min > 0 else -math.inf)
+        return logits.masked_fill(~(logits > limit), -math.inf)
 
-    partial = functools.partial(lambda f, logits, p: f(logits, p), renamed_filter)
-
-    def by_getattr(logits, p):
-        return getattr(tpt.generation, "top_p_" + "filter")(logits, p)
-
-    for answer in (direct, alias, default_argument, partial, by_getattr):
-        _rejected(ex.check_top_p, answer, capsys, "chamou tpt.generation.top_p_filter")
+    for answer in (strict, strict_in_log_space):
+        _rejected(ex.check_min_p, answer, capsys, "p_min=1", "só com -inf", "não >")
 
 
-def test_top_p_in_place_is_rejected(capsys):
-    def in_place(logits, p):
-        out = top_p(logits, p)
+def test_min_p_ready_made_filters_are_refused_whatever_the_name(capsys):
+    def through_top_p(logits, p_min):  # um filtro do tpt, mesmo que o resultado venha de min_p
+        tpt.generation.top_p_filter(logits, 0.5)
+        return min_p(logits, p_min)
+
+    def default_argument(logits, p_min, _f=renamed_filter):
+        _f(logits, 1.0)
+        return min_p(logits, p_min)
+
+    def by_getattr(logits, p_min):
+        getattr(tpt.generation, "top_k_" + "filter")(logits, 1)
+        return min_p(logits, p_min)
+
+    partial = functools.partial(
+        lambda f, logits, p_min: (f(logits, 1.0), min_p(logits, p_min))[1],
+        tpt.generation.apply_temperature,
+    )
+    for answer in (through_top_p, default_argument, by_getattr, partial):
+        _rejected(ex.check_min_p, answer, capsys, "filtro pronto", "tpt.generation")
+
+
+def test_min_p_in_place_is_rejected(capsys):
+    def in_place(logits, p_min):
+        out = min_p(logits, p_min)
         return logits.masked_fill_(out.isneginf(), float("-inf"))
 
-    _rejected(ex.check_top_p, in_place, capsys, "modificou `logits` no lugar")
+    _rejected(ex.check_min_p, in_place, capsys, "modificou `logits` no lugar")
 
 
-def test_top_p_table_of_fixed_cases_is_rejected(capsys):
-    table = [(logits, p, top_p(logits, p)) for _, logits, p in module._top_p_fixed_cases()]
+def test_min_p_loops_are_rejected(capsys):
+    def for_rows(logits, p_min):
+        return torch.stack([min_p(row[None], p_min)[0] for row in logits])
 
-    def lookup(logits, p):
+    def _one_row(row, p_min):
+        return min_p(row[None], p_min)[0]
+
+    def with_map(logits, p_min):
+        return torch.stack(list(map(lambda row: _one_row(row, p_min), logits)))
+
+    for answer in (for_rows, with_map):
+        _rejected(ex.check_min_p, answer, capsys, "sem laços", "não cresce")
+
+
+def test_min_p_table_of_fixed_cases_is_rejected(capsys):
+    table = [(logits, p, min_p(logits, p)) for _, logits, p in module._min_p_fixed_cases()]
+
+    def lookup(logits, p_min):
         for known, known_p, answer in table:
-            if known.shape == logits.shape and torch.equal(known, logits) and known_p == p:
+            if known.shape == logits.shape and torch.equal(known, logits) and known_p == p_min:
                 return answer.clone()
         return logits.clone()
 
-    _rejected(ex.check_top_p, lookup, capsys, "caso sorteado, semente", "esperava manter")
+    _rejected(ex.check_min_p, lookup, capsys, "caso sorteado, semente", "devia sair")
 
 
-def test_top_p_typical_mistakes_are_diagnosed(capsys):
-    def drops_crossing_token(logits, p):
-        if p >= 1:
-            return logits.clone()
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        remove_sorted = sorted_logits.softmax(-1).cumsum(-1) > p
-        remove_sorted[..., 0] = False
-        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
+def test_min_p_typical_mistakes_are_diagnosed(capsys):
+    def absolute(logits, p_min):
+        return logits.masked_fill(logits.softmax(-1) < p_min, float("-inf"))
 
-    def stays_sorted(logits, p):
-        return top_p(logits.sort(dim=-1, descending=True).values, p)
+    def on_logits(logits, p_min):
+        return logits.masked_fill(logits < p_min * logits.amax(-1, keepdim=True), float("-inf"))
 
-    def probabilities(logits, p):
-        out = top_p(logits, p)
-        return logits.softmax(-1).masked_fill(out.isneginf(), float("-inf"))
+    def batch_max(logits, p_min):
+        probs = logits.softmax(-1)
+        return logits.masked_fill(probs < p_min * probs.max(), float("-inf"))
 
-    def zeros(logits, p):
-        out = top_p(logits, p)
+    def inverted(logits, p_min):
+        probs = logits.softmax(-1)
+        return logits.masked_fill(probs >= p_min * probs.amax(-1, keepdim=True), float("-inf"))
+
+    def probabilities(logits, p_min):
+        probs = logits.softmax(-1)
+        return probs.masked_fill(min_p(logits, p_min).isneginf(), float("-inf"))
+
+    def zeros(logits, p_min):
+        out = min_p(logits, p_min)
         return out.masked_fill(out.isneginf() & logits.isfinite(), 0.0)
 
-    def no_special_case_for_one(logits, p):
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        probs = sorted_logits.float().softmax(-1)
-        remove_sorted = probs.cumsum(-1) - probs >= p
-        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
-
-    def keeps_all_ties(logits, p):
-        kept = top_p(logits, p)
-        low = kept.masked_fill(kept.isneginf(), float("inf")).min(-1, keepdim=True).values
-        return logits.masked_fill(logits < low, float("-inf"))
-
-    def manual_exp(logits, p):
-        if p >= 1:
-            return logits.clone()
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        e = sorted_logits.exp()
+    def manual_exp(logits, p_min):
+        e = logits.exp()
         probs = e / e.sum(-1, keepdim=True)
-        remove_sorted = probs.cumsum(-1) - probs >= p
-        return logits.masked_fill(remove_sorted.scatter(-1, order, remove_sorted), float("-inf"))
+        return logits.masked_fill(probs < p_min * probs.amax(-1, keepdim=True), float("-inf"))
+
+    def manual_exp_ge(logits, p_min):  # o mesmo estouro, com a comparação ao contrário
+        e = logits.exp()
+        probs = e / e.sum(-1, keepdim=True)
+        return torch.where(probs >= p_min * probs.amax(-1, keepdim=True), logits, -math.inf)
 
     for answer, fragment in [
-        (drops_crossing_token, "cruza o limiar"),
-        (stays_sorted, "ordem ordenada"),
+        (manual_exp_ge, "estoura com logits"),
+        (absolute, "absoluto"),
+        (on_logits, "aplicado aos logits"),
+        (batch_max, "lote inteiro"),
+        (inverted, "invertida"),
         (probabilities, "devolveu probabilidades"),
         (zeros, "viraram 0"),
-        (no_special_case_for_one, "Trate p >= 1 à parte"),
-        (keeps_all_ties, "empatados"),
-        (manual_exp, "estoura com logits grandes"),
+        (manual_exp, "estoura com logits"),
     ]:
-        _rejected(ex.check_top_p, answer, capsys, fragment)
+        _rejected(ex.check_min_p, answer, capsys, fragment)
 
 
-def test_top_p_other_mistakes_get_the_facts(capsys):
-    def removes_everything_big(logits, p):  # nenhuma variante conhecida: só os fatos
-        out = top_p(logits, p)
-        return out.masked_fill(logits.softmax(-1) > 10 * p, float("-inf"))
+def test_min_p_other_mistakes_get_the_facts(capsys):
+    def keeps_one_too_many(logits, p_min):  # nenhuma variante conhecida: só os fatos
+        out = min_p(logits, p_min)
+        second = logits.masked_fill(torch.isfinite(out), float("-inf")).argmax(-1, keepdim=True)
+        return out.scatter(-1, second, logits.gather(-1, second))
 
-    out = _rejected(ex.check_top_p, removes_everything_big, capsys)
-    assert "só com -inf" in out or "esperava manter" in out
+    def nan_inside(logits, p_min):
+        out = min_p(logits, p_min)
+        return out.masked_fill(logits == logits.amax(-1, keepdim=True), float("nan"))
+
+    def scaled(logits, p_min):
+        out = min_p(logits, p_min)
+        return out * 0.5
+
+    _rejected(ex.check_min_p, keeps_one_too_many, capsys, "devia sair", "-inf")
+    _rejected(ex.check_min_p, nan_inside, capsys, "NaN ali")
+    out = _rejected(ex.check_min_p, scaled, capsys, "os logits deles mudaram")
+    assert "inf" not in out.split("mudaram")[1].split("(")[0]
 
 
 # --------------------------------------------------------------------------------------
@@ -466,3 +491,47 @@ def test_checks_leave_the_global_generator_alone():
     torch.manual_seed(123)
     ex.check_cached_attention(cached_attention)
     assert torch.equal(torch.rand(3), expected)
+
+
+def test_cached_reprojecting_the_stored_sequence_is_rejected(capsys):
+    """Guardar as entradas e projetar a sequência inteira a cada passo dá a saída certa, mas
+    refaz o trabalho que o cache existe para poupar."""
+
+    def reprojects(mha, x_new, cache):
+        b, t, d = x_new.shape
+        history = cache.__dict__.setdefault("_inputs", [])  # as entradas de todos os pedaços
+        history.append(x_new)
+        q, k, v = (_split(z, mha.num_heads) for z in mha.project_qkv(torch.cat(history, dim=1)))
+        cache.update(k[:, :, -t:], v[:, :, -t:])  # o cache fica com o tamanho certo
+        out, _ = tpt.scaled_dot_product_attention(q[:, :, -t:], k, v, is_causal=True)
+        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+    def reprojects_a_copy(mha, x_new, cache):  # uma cópia da matriz continua sendo ela
+        b, t, d = x_new.shape
+        weight = mha.qkv_proj.weight.clone().double().float()
+        history = cache.__dict__.setdefault("_inputs", [])
+        history.append(x_new)
+        q, k, v = (
+            _split(z, mha.num_heads)
+            for z in F.linear(torch.cat(history, dim=1), weight, mha.qkv_proj.bias).split(d, -1)
+        )
+        cache.update(k[:, :, -t:], v[:, :, -t:])
+        out, _ = tpt.scaled_dot_product_attention(q[:, :, -t:], k, v, is_causal=True)
+        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+    def separate_blocks(mha, x_new, cache):  # certo: três multiplicações, uma por bloco
+        b, t, d = x_new.shape
+        w_q, w_k, w_v = mha.qkv_proj.weight.split(d, dim=0)
+        b_q, b_k, b_v = mha.qkv_proj.bias.split(d, dim=0)
+        q, k, v = (
+            _split(x_new @ w.T + bias, mha.num_heads)
+            for w, bias in ((w_q, b_q), (w_k, b_k), (w_v, b_v))
+        )
+        k, v = cache.update(k, v)
+        out, _ = tpt.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return mha.out_proj(out.transpose(1, 2).reshape(b, t, d))
+
+    _accepted(ex.check_cached_attention, separate_blocks, capsys)
+    for answer in (reprojects, reprojects_a_copy):
+        out = _rejected(ex.check_cached_attention, answer, capsys, "projetar 10 posições")
+        assert "b × t = 2" in out and "pedaço 2" in out, out

@@ -1,27 +1,34 @@
 """Exercícios do notebook 09 (geração): ``ex = checks("generation")``.
 
-1. :func:`check_top_p`: o filtro top-p (amostragem de núcleo) escrito pelo aluno.
-2. :func:`check_repetition_penalty`: a penalidade de repetição do CTRL, sem laços.
+1. :func:`check_min_p`: o filtro min-p (limiar relativo ao token mais provável), sem laços.
+2. :func:`check_repetition_penalty`: a penalidade de repetição (a regra de sinal do
+   Hugging Face sobre a do CTRL), sem laços.
 3. :func:`check_cached_attention`: um passo de atenção com ``tpt.KVCache``, a partir das
-   projeções de uma ``tpt.MultiHeadAttention``.
+   projeções de uma ``tpt.MultiHeadAttention``, projetando só os tokens novos.
 
 Cada conferência usa a máquina comum (``core``, ``rules``, ``guards``): as entradas são
 as de verdade (e conferidas depois da chamada), há casos fixos e casos sorteados a cada
 execução, e um diagnóstico só aparece quando a variante errada correspondente foi
-calculada e bateu com a resposta. As regras valem pelo que **roda**: "não use
-``top_p_filter``" e "não chame a ``MultiHeadAttention``" olham as funções Python que
-executaram (pelo código delas, não pelo nome), "sem laços" conta as operações ATen em
-dois tamanhos.
+calculada e bateu com a resposta. As regras valem pelo que **roda**: "sem os filtros
+prontos" e "não chame a ``MultiHeadAttention``" olham as funções Python que executaram
+(pelo código delas, não pelo nome), "sem laços" conta as operações ATen em dois tamanhos
+e "projete só os tokens novos" soma as multiplicações feitas com a matriz
+``[W_Q | W_K | W_V]`` (ou com cópias dela).
 """
 
 from __future__ import annotations
 
+import math
+import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils._python_dispatch import TorchDispatchMode
 
+import tpt.generation as generation_module
 from tpt.attention import MultiHeadAttention
 from tpt.exercises.core import (
     ExerciseError,
@@ -29,16 +36,16 @@ from tpt.exercises.core import (
     expect,
     expect_close,
     max_abs_diff,
+    same_values,
     unambiguous,
 )
-from tpt.exercises.guards import call_answer, case_generator
-from tpt.exercises.rules import op_counts_by_size, record_python_calls
-from tpt.generation import top_p_filter as _tpt_top_p_filter
+from tpt.exercises.guards import call_answer, case_generator, randint
+from tpt.exercises.rules import functions_from_file, op_counts_by_size, record_python_calls
 from tpt.kv_cache import KVCache
 from tpt.masks import causal_mask
 from tpt.numfmt import fmt
 
-__all__ = ["check_top_p", "check_repetition_penalty", "check_cached_attention"]
+__all__ = ["check_min_p", "check_repetition_penalty", "check_cached_attention"]
 
 _ATOL = 1e-5
 
@@ -62,216 +69,250 @@ def _expect_float_like(received: Any, expected: Tensor, where: str) -> Tensor:
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 1: top-p escrito por você
+# Exercício 1: o filtro min-p, sem laços
 # --------------------------------------------------------------------------------------
-_TOP_P_HINT = (
-    "Confira a assinatura, top_p(logits, p), e os eixos: logits tem forma (..., V), e a "
-    "ordenação e a soma acumulada vão ao longo do último (dim=-1)."
+_MIN_P_HINT = (
+    "Confira a assinatura, min_p(logits, p_min), e os eixos: logits tem forma (b, V), e o "
+    "máximo de cada linha vai ao longo do último eixo (dim=-1, keepdim=True)."
 )
+_GENERATION_FILE = str(Path(generation_module.__file__).resolve())
+# Os filtros prontos do transformers (MinPLogitsWarper e companhia) moram neste arquivo.
+_HF_LOGITS_PROCESS = ("transformers", "generation", "logits_process.py")
 
 
-def _from_probs(probs: list[float]) -> Tensor:
-    return torch.tensor(probs, dtype=torch.float64).log().float()
+def _from_probs(rows: list[list[float]]) -> Tensor:
+    """Logits ``(b, V)`` cujo softmax dá as probabilidades pedidas."""
+    return torch.tensor(rows, dtype=torch.float64).log().float()
 
 
-def _top_p_fixed_cases() -> list[tuple[str, Tensor, float]]:
-    """(descrição, logits, p): os casos de borda do enunciado."""
-    gen = torch.Generator().manual_seed(9)
-    shuffled = _from_probs([0.1, 0.5, 0.05, 0.2, 0.15])
-    two_rows = torch.stack(
-        [_from_probs([0.9, 0.04, 0.03, 0.02, 0.01]), _from_probs([0.22, 0.21, 0.2, 0.19, 0.18])]
-    )  # (2, 5): linhas diferentes guardam quantidades diferentes
-    long_tail = torch.cat([torch.randn(20, generator=gen), torch.full((30,), -40.0)])  # (50,)
+def _min_p_fixed_cases() -> list[tuple[str, Tensor, float]]:
+    """(descrição, logits (b, V), p_min): os casos do enunciado, longe da ambiguidade."""
     return [
-        ("logits do enunciado (probabilidades 0,1 0,5 0,05 0,2 0,15), p=0,65", shuffled, 0.65),
-        ("um lote (2, 5) com uma linha concentrada e outra espalhada, p=0,8", two_rows, 0.8),
         (
-            "logits aleatórios de forma (2, 3, 7), p=0,7",
-            torch.randn(2, 3, 7, generator=gen) * 2,
-            0.7,
+            "logits do enunciado (probabilidades 0,1 0,5 0,05 0,2 0,15), p_min=0,25",
+            _from_probs([[0.1, 0.5, 0.05, 0.2, 0.15]]),
+            0.25,
         ),
-        ("50 logits, 30 deles quase impossíveis (-40), p=1", long_tail, 1.0),
-        ("logits do enunciado, p=0,0001", shuffled, 1e-4),
         (
-            "logits que já têm -inf (depois de um top-k), p=0,9",
-            torch.tensor([1.0, float("-inf"), 3.0, 0.5, float("-inf"), 2.0]),
-            0.9,
+            "um lote (2, 5) com uma linha concentrada (0,9 …) e outra espalhada (0,28 … 0,12), "
+            "p_min=0,3",
+            _from_probs([[0.9, 0.04, 0.03, 0.02, 0.01], [0.28, 0.24, 0.2, 0.16, 0.12]]),
+            0.3,
         ),
-        ("logits enormes [1000, 998, 990, 997], p=0,9", torch.tensor([1000.0, 998, 990, 997]), 0.9),
-        ("quatro logits empatados [2, 2, 2, 2, 0], p=0,5", torch.tensor([2.0, 2, 2, 2, 0]), 0.5),
+        (
+            "empates com o mais provável, logits [[2, 2, 1, 2, 0], [3, 1, 1, 0, -1]], p_min=1",
+            torch.tensor([[2.0, 2, 1, 2, 0], [3.0, 1, 1, 0, -1]]),
+            1.0,
+        ),
+        (
+            "logits todos negativos [-1, -2, -3, -0,5], p_min=0,5",
+            torch.tensor([[-1.0, -2, -3, -0.5]]),
+            0.5,
+        ),
+        (
+            "logits que já têm -inf (depois de um top-k) [1, -inf, 3, 0,5, -inf, 2], p_min=0,2",
+            torch.tensor([[1.0, float("-inf"), 3.0, 0.5, float("-inf"), 2.0]]),
+            0.2,
+        ),
+        (
+            "logits enormes [1000, 998, 990, 997, 0], p_min=0,1",
+            torch.tensor([[1000.0, 998, 990, 997, 0]]),
+            0.1,
+        ),
+        (
+            "p_min=0 com um logit muito baixo e um -inf, logits [0, -200, -inf, 1]",
+            torch.tensor([[0.0, -200.0, float("-inf"), 1.0]]),
+            0.0,
+        ),
     ]
 
 
-def _top_p_random_case(gen: torch.Generator, seed: int) -> tuple[str, Tensor, float]:
-    """Logits ``(b, V)`` sorteados e um ``p`` longe de qualquer soma parcial (sem ambiguidade)."""
-    b = int(torch.randint(1, 4, (), generator=gen))
-    vocab = int(torch.randint(6, 40, (), generator=gen))
+def _min_p_random_case(gen: torch.Generator, seed: int) -> tuple[str, Tensor, float]:
+    """Logits ``(b, V)`` sorteados e um ``p_min`` longe de qualquer razão ``p_i / p_max``."""
+    b = randint(gen, 2, 4)
+    vocab = randint(gen, 6, 39)
     spread = float(torch.empty(()).uniform_(0.5, 3, generator=gen))
     logits = torch.randn(b, vocab, generator=gen) * spread  # (b, V)
-    probs = logits.double().softmax(-1).sort(dim=-1, descending=True).values  # (b, V)
-    partial_sums = torch.cat([torch.zeros(b, 1, dtype=torch.float64), probs.cumsum(-1)], dim=-1)
+    log_ratios = logits.double() - logits.double().amax(-1, keepdim=True)  # ln(p_i / p_max)
     while True:
-        p = float(torch.empty(()).uniform_(0.05, 0.97, generator=gen))
-        if bool(((partial_sums - p).abs() > 1e-3).all()):
+        p_min = float(torch.empty(()).uniform_(0.02, 0.9, generator=gen))
+        if bool(((log_ratios - math.log(p_min)).abs() > 1e-3).all()):
             break
-    where = f"logits sorteados de forma {(b, vocab)}, p={fmt(p, 4)} (caso sorteado, semente {seed})"
-    return where, logits, p
+    where = (
+        f"logits sorteados de forma {(b, vocab)}, p_min={fmt(p_min, 4)} (caso sorteado, "
+        f"semente {seed})"
+    )
+    return where, logits, p_min
 
 
-def _nucleus(logits: Tensor, p: float, *, fill: float = float("-inf")) -> Tensor:
-    """A resposta certa (desempate pela ordem do sort): logits no núcleo, ``fill`` fora."""
-    if p >= 1.0:
-        return logits.clone()
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
-    probs = sorted_logits.double().softmax(dim=-1)  # (..., V)
-    remove_sorted = probs.cumsum(-1) - probs >= p  # soma dos ANTERIORES já passou de p
-    remove = remove_sorted.scatter(-1, order, remove_sorted)  # (..., V) na ordem do vocabulário
-    return logits.masked_fill(remove, fill)
+def _min_p_keep(logits: Tensor, p_min: float) -> Tensor:
+    """Quem fica: ``p_i >= p_min * p_max`` na linha, ``(b, V)`` booleano."""
+    probs = logits.double().softmax(dim=-1)  # (b, V)
+    return probs >= p_min * probs.amax(dim=-1, keepdim=True)
 
 
-def _nucleus_size(logits: Tensor, p: float) -> Tensor:
-    """Tamanho do menor conjunto com soma >= p, por linha: ``(..., V) -> (...)``."""
-    return torch.isfinite(_nucleus(logits, p)).sum(-1)
-
-
-def _is_valid_nucleus(logits: Tensor, received: Tensor, p: float) -> bool:
-    """Logits originais num conjunto mínimo dos mais prováveis, ``-inf`` no resto (aceita
-    qualquer desempate entre tokens empatados)."""
-    kept = torch.isfinite(received)  # (..., V)
-    if not bool(torch.isneginf(received[~kept]).all()):
-        return False  # NaN ou +inf fora do núcleo
-    if max_abs_diff(received[kept], logits[kept]) > _ATOL:
-        return False  # os logits mantidos mudaram
-    if p >= 1.0:
-        return bool((kept | torch.isneginf(logits)).all())
-    if not torch.equal(kept.sum(-1), _nucleus_size(logits, p)):
-        return False
-    probs = logits.double().softmax(-1)  # (..., V)
-    low_kept = probs.masked_fill(~kept, float("inf")).min(-1).values  # (...)
-    high_dropped = probs.masked_fill(kept, float("-inf")).max(-1).values  # (...)
-    return bool((low_kept >= high_dropped - 1e-12).all())
-
-
-def _top_p_variants(logits: Tensor, p: float) -> list[tuple[str, Tensor]]:
+def _min_p_variants(logits: Tensor, p_min: float) -> list[tuple[str, Tensor]]:
     """Os enganos típicos, calculados: (diagnóstico, saída que esse engano dá)."""
-    sorted_logits, order = logits.sort(dim=-1, descending=True)  # (..., V)
-    sorted_probs = sorted_logits.float().softmax(-1)  # (..., V)
-    cumulative = sorted_probs.cumsum(-1)  # (..., V)
-
-    def back(remove_sorted: Tensor) -> Tensor:  # (..., V) ordenado -> ordem do vocabulário
-        return remove_sorted.scatter(-1, order, remove_sorted)
-
-    crossing = cumulative > p  # corta o token que cruza o limiar
-    crossing[..., 0] = False
-    exp = sorted_logits.double().exp()  # estoura com logits enormes
-    manual = exp / exp.sum(-1, keepdim=True)
-    kept = torch.isfinite(_nucleus(logits, p))
-    tied = _nucleus(logits, p).masked_fill(~kept, float("inf")).min(-1, keepdim=True).values
+    inf = float("-inf")
+    probs = logits.double().softmax(dim=-1)  # (b, V)
+    top = probs.amax(dim=-1, keepdim=True)  # (b, 1)
+    keep = _min_p_keep(logits, p_min)
     variants = [
         (
-            "o token que cruza o limiar foi jogado fora. Ele também fica: guarde o token i "
-            "enquanto a soma dos ANTERIORES a ele ainda é < p (cortar onde a soma acumulada, "
-            "já com o próprio token, passa de p tira um token a mais).",
-            logits.masked_fill(back(crossing), float("-inf")),
+            "com > no lugar de >=, um token com p_i exatamente igual a p_min · p_max saiu. "
+            "A igualdade conta: com p_min = 1 ficam o mais provável e os empatados com ele.",
+            logits.masked_fill(~(probs > p_min * top), inf),
         ),
         (
-            "a saída ficou na ordem ordenada (do mais provável ao menos provável). Cada posição "
-            "precisa continuar sendo o mesmo token da entrada: volte à ordem do vocabulário com "
-            "os índices do sort (scatter).",
-            _nucleus(sorted_logits, p),
+            "o limiar foi p_min sozinho (absoluto). No min-p ele é relativo: p_min vezes a "
+            "probabilidade do mais provável DA LINHA.",
+            logits.masked_fill(~(probs >= p_min), inf),
         ),
         (
-            "sua função devolveu probabilidades, não os logits. Devolva os logits originais no "
-            "núcleo e -inf fora: o softmax fica para o sorteio, depois de todos os filtros.",
-            logits.double().softmax(-1).masked_fill(~kept, float("-inf")),
+            "o limiar foi aplicado aos logits (logit >= p_min · maior logit), não às "
+            "probabilidades. Compare probabilidades (softmax), ou, em logits, "
+            "logit_i >= maior logit + ln(p_min).",
+            logits.masked_fill(~(logits >= p_min * logits.amax(dim=-1, keepdim=True)), inf),
+        ),
+        (
+            "o máximo foi tomado no lote inteiro, não em cada linha. Cada linha tem o seu mais "
+            "provável: amax(dim=-1, keepdim=True).",
+            logits.masked_fill(~(probs >= p_min * probs.max()), inf),
+        ),
+        (
+            "a máscara ficou invertida: saíram os tokens que deviam ficar e ficaram os outros.",
+            logits.masked_fill(keep, inf),
+        ),
+        (
+            "sua função devolveu probabilidades, não os logits. Devolva os logits originais "
+            "dos tokens que ficam e -inf nos outros: o softmax fica para o sorteio.",
+            probs.masked_fill(~keep, inf),
         ),
         (
             "os tokens removidos viraram 0, não -inf. Um logit 0 ainda tem probabilidade "
             "exp(0) > 0 depois do softmax: use float('-inf').",
-            _nucleus(logits, p, fill=0.0),
-        ),
-        *(
-            []
-            if p < 1.0
-            else [
-                (
-                    "com p=1 a soma acumulada em float termina abaixo de 1 (por exemplo "
-                    "0,99999994) e tokens quase impossíveis caíram fora. Trate p >= 1 à parte: "
-                    "nada é filtrado.",
-                    logits.masked_fill(back(cumulative - sorted_probs >= p), float("-inf")),
-                )
-            ]
-        ),
-        (
-            "você manteve todos os tokens empatados com o último do núcleo. O núcleo é o MENOR "
-            "conjunto com soma >= p: entre empatados, fique só com os que faltam.",
-            logits.masked_fill(logits < tied, float("-inf")),
+            logits.masked_fill(~keep & torch.isfinite(logits), 0.0),
         ),
     ]
-    if not bool(torch.isfinite(exp).all()):  # só quando o exp de fato estoura
-        variants.append(
-            (
-                "as probabilidades saíram de exp(logit) / soma, que estoura com logits grandes "
-                "(exp(1000) = inf e inf / inf = NaN). Use F.softmax, que subtrai o maior logit "
-                "antes do exp.",
-                logits.masked_fill(back((manual.cumsum(-1) - manual) >= p), float("-inf")),
-            )
+    exp = logits.double().exp()  # estoura com logits enormes
+    if not bool(torch.isfinite(exp[torch.isfinite(logits)]).all()):  # só quando estoura
+        manual = exp / exp.sum(dim=-1, keepdim=True)  # (b, V), com NaN
+        limit = p_min * manual.amax(dim=-1, keepdim=True)  # NaN: toda comparação dá False
+        overflow = (
+            "as probabilidades saíram de exp(logit) / soma, que estoura com logits grandes "
+            "(exp(1000) passa do maior float e a divisão dá NaN, e toda comparação com NaN "
+            "dá False). Use F.softmax, que subtrai o maior logit antes do exp."
         )
+        variants.append((overflow, logits.masked_fill(manual < limit, inf)))  # fica tudo
+        variants.append((overflow, logits.masked_fill(~(manual >= limit), inf)))  # sai tudo
     return variants
 
 
-@exercise("Exercício 1 (top-p escrito por você)")
-def check_top_p(top_p: Callable[[Tensor, float], Tensor]) -> None:
-    """``top_p(logits (..., V), p) -> (..., V)``: logits no núcleo, ``-inf`` fora dele."""
+def _ready_made_filters(codes: set[types.CodeType]) -> set[str]:
+    """Funções de tpt.generation e dos filtros do transformers que rodaram."""
+    found = functions_from_file(codes, _GENERATION_FILE)
+    found |= {
+        getattr(code, "co_qualname", code.co_name)
+        for code in tuple(codes)
+        if Path(code.co_filename).parts[-3:] == _HF_LOGITS_PROCESS
+    }
+    return found
+
+
+@exercise("Exercício 1 (o filtro min-p, sem laços)")
+def check_min_p(min_p: Callable[[Tensor, float], Tensor]) -> None:
+    """``min_p(logits (b, V), p_min) -> (b, V)``: logits com ``p_i >= p_min * p_max``, ``-inf``
+    nos outros."""
     gen, seed = case_generator()
-    cases = _top_p_fixed_cases() + [_top_p_random_case(gen, seed) for _ in range(3)]
-    for description, logits, p in cases:
+    cases = _min_p_fixed_cases() + [_min_p_random_case(gen, seed) for _ in range(3)]
+    for description, logits, p_min in cases:
         where = f"Para {description}"
         with record_python_calls() as codes:
-            received = call_answer(top_p, {"logits": logits, "p": p}, where, _TOP_P_HINT)
+            received = call_answer(min_p, {"logits": logits, "p_min": p_min}, where, _MIN_P_HINT)
+        ready_made = sorted(_ready_made_filters(codes))
         expect(
-            _tpt_top_p_filter.__code__ not in codes,
-            f"{where}, sua função chamou tpt.generation.top_p_filter (diretamente ou por "
-            "outra função, como sample_next_token): o exercício pede o filtro escrito por "
-            "você.",
+            not ready_made,
+            f"{where}, rodou um filtro pronto durante a sua função ({', '.join(ready_made)}): o "
+            "exercício pede o min-p escrito por você, sem os filtros de tpt.generation nem os "
+            "do transformers.",
         )
         received = _expect_float_like(received, logits, where)
-        if _is_valid_nucleus(logits, received, p):
+        expected = logits.masked_fill(~_min_p_keep(logits, p_min), float("-inf"))
+        if same_values(received, expected, _ATOL):
             continue
-        _explain_top_p(logits, received, p, where)
+        _explain_min_p(logits, received, p_min, where)
+
+    def make_args(n: int) -> tuple[Tensor, float]:
+        return torch.randn(n, 40, generator=torch.Generator().manual_seed(n)), 0.1
+
+    small, large = op_counts_by_size(min_p, make_args, (3, 9))
+    expect(
+        small == large,
+        f"sem laços: com b=3 linhas sua função executou {small} operações do PyTorch, e com "
+        f"b=9, {large}. Numa função vetorizada o número de operações não cresce com o lote: "
+        "há um laço em Python (for, while, map, compreensão ou função auxiliar) sobre as "
+        "linhas. Trate o lote inteiro de uma vez (softmax e amax com dim=-1).",
+    )
 
 
-def _explain_top_p(logits: Tensor, received: Tensor, p: float, where: str) -> None:
-    variants = [(d, w.to(received.dtype)) for d, w in _top_p_variants(logits, p)]
+def _describe(value: float) -> str:
+    """Um valor da saída, dito em palavras quando não é um número finito."""
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+inf" if value > 0 else "-inf"
+    return fmt(value, 4)
+
+
+def _explain_min_p(logits: Tensor, received: Tensor, p_min: float, where: str) -> None:
+    """Diz o que há de errado: um engano típico reconhecido, ou os fatos da primeira linha."""
+    variants = [(d, w.to(received.dtype)) for d, w in _min_p_variants(logits, p_min)]
     for diagnosis, wrong in unambiguous(variants, _ATOL):
-        if max_abs_diff(received, wrong) <= _ATOL:
+        if same_values(received, wrong, _ATOL):
             raise ExerciseError(f"{where}, {diagnosis}")
-    kept = torch.isfinite(received)
-    expect(
-        not bool(torch.isnan(received).any()),
-        f"{where}, a saída tem NaN (esperava os logits originais no núcleo e -inf fora).",
-    )
-    expect(
-        bool(kept.any(-1).all()),
-        f"{where}, alguma linha ficou só com -inf. O token mais provável sempre fica, mesmo "
-        "quando a probabilidade dele sozinho já passa de p.",
-    )
-    expected = _nucleus(logits, p)
+    keep = _min_p_keep(logits, p_min)  # (b, V)
+    received = received.double()
+    # Fora do filtro: só -inf.
+    bad_out = ~keep & ~torch.isneginf(received)
+    if bool(bad_out.any()):
+        row, col = (int(i) for i in bad_out.nonzero()[0])
+        raise ExerciseError(
+            f"{where}, o token {col} da linha {row} devia sair (p_i < p_min · p_max) e virar "
+            f"-inf; sua saída tem {_describe(float(received[row, col]))} ali."
+        )
+    # Dentro do filtro: os logits originais.
+    nan_in = keep & torch.isnan(received)
+    if bool(nan_in.any()):
+        row, col = (int(i) for i in nan_in.nonzero()[0])
+        raise ExerciseError(
+            f"{where}, o token {col} da linha {row} devia ficar com o logit original; sua "
+            "saída tem NaN ali."
+        )
+    emptied = torch.isneginf(received).all(dim=-1) & ~torch.isneginf(logits).all(dim=-1)
+    if bool(emptied.any()):
+        row = int(emptied.nonzero()[0])
+        raise ExerciseError(
+            f"{where}, a linha {row} ficou só com -inf. O mais provável sempre fica: p_max >= "
+            "p_min · p_max, com igualdade quando p_min = 1 (a comparação é >=, não >)."
+        )
+    lost = keep & torch.isneginf(received) & ~torch.isneginf(logits)
+    if bool(lost.any()):
+        row, col = (int(i) for i in lost.nonzero()[0])
+        raise ExerciseError(
+            f"{where}, o token {col} da linha {row} devia ficar (p_i >= p_min · p_max), mas "
+            "sua saída pôs -inf nele."
+        )
+    diff = max_abs_diff(received[keep], logits[keep].double())
     raise ExerciseError(
-        f"{where}, esperava manter {_counts(torch.isfinite(expected))} token(s) por linha "
-        f"(os mais prováveis, com os logits originais); sua saída manteve {_counts(kept)}, "
-        f"com maior diferença {fmt(max_abs_diff(received, expected), 2, sci=True)} em "
-        "relação ao esperado."
+        f"{where}, os tokens que ficam são os certos, mas os logits deles mudaram: maior "
+        f"diferença {_describe(diff) if math.isinf(diff) else fmt(diff, 2, sci=True)} "
+        f"(tolerância {fmt(_ATOL, 0, sci=True)}). Devolva os logits originais, sem "
+        "normalizar nem dividir."
     )
-
-
-def _counts(kept: Tensor) -> str:
-    sizes = kept.reshape(-1, kept.shape[-1]).sum(-1).tolist()
-    return ", ".join(str(n) for n in sizes)
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 2: penalidade de repetição (CTRL), sem laços
+# Exercício 2: penalidade de repetição (o CTRL com o sinal corrigido pelo Hugging Face), sem laços
 # --------------------------------------------------------------------------------------
 _PENALTY_HINT = (
     "Confira a assinatura, repetition_penalty(logits, previous, penalty), e as formas: "
@@ -295,8 +336,8 @@ def _penalty_variants(logits: Tensor, previous: Tensor, penalty: float) -> list[
     return [
         (
             "os logits negativos foram divididos pela penalidade, o que os aproxima de zero e "
-            "AUMENTA a chance do token. Divida os positivos e multiplique os negativos "
-            "(torch.where).",
+            "AUMENTA a chance do token (é a regra original do CTRL, que o Hugging Face "
+            "corrigiu). Divida os positivos e multiplique os negativos (torch.where).",
             torch.where(seen, logits / penalty, logits),
         ),
         (
@@ -424,6 +465,66 @@ def _cached_variant(
     return out if variant == "no_out_proj" else mha.out_proj(out)
 
 
+# Multiplicações de matrizes: o trabalho é (elementos da saída) × (eixo somado).
+_MATMUL_OPS = {
+    "mm": 0,
+    "addmm": 1,
+    "bmm": 0,
+    "baddbmm": 1,
+    "mv": 0,
+    "addmv": 1,
+    "dot": 0,
+    "vdot": 0,
+    "addbmm": 1,
+    "_addmm_activation": 1,
+}  # nome do núcleo ATen -> posição do primeiro fator nos argumentos
+
+
+def _storage(tensor: Tensor) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _flat_tensors(values: tuple[Any, ...] | list[Any]) -> list[Tensor]:
+    """Os tensores de uma lista de argumentos (e de listas dentro dela, como no ``cat``)."""
+    found = []
+    for value in values:
+        if isinstance(value, Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, Tensor))
+    return found
+
+
+class _ProjectionWork(TorchDispatchMode):
+    """Soma as multiplicações feitas com ``weight`` ou com qualquer tensor derivado dele.
+
+    Uma cópia (``clone``, ``.to``, ``contiguous``, um pedaço com ``split``) continua
+    "a matriz de projeção": as saídas de operações que não são multiplicações de matrizes
+    herdam a marca. Os tensores marcados ficam guardados até o fim, para que a memória
+    deles não seja reaproveitada por outro tensor durante a chamada.
+    """
+
+    def __init__(self, weight: Tensor) -> None:
+        super().__init__()
+        self.marked = {_storage(weight)}
+        self.kept: list[Tensor] = []
+        self.multiplies = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        if any(_storage(t) in self.marked for t in _flat_tensors((*args, *kwargs.values()))):
+            name = func.overloadpacket.__name__
+            if name in _MATMUL_OPS:
+                first = args[_MATMUL_OPS[name]]
+                self.multiplies += out.numel() * first.shape[-1]
+            else:
+                for tensor in _flat_tensors(out if isinstance(out, (list, tuple)) else (out,)):
+                    self.marked.add(_storage(tensor))
+                    self.kept.append(tensor)
+        return out
+
+
 _CACHE_DIAGNOSES = {
     "no_mask": "a máscara causal ficou de fora: com mais de um token novo (o prefill), cada "
     "consulta enxergou chaves do seu futuro.",
@@ -480,7 +581,8 @@ def check_cached_attention(
                 f"{start} a {end - 1})"
             )
             x_new = x_full[:, start:end].clone()  # (b, t, d)
-            with torch.no_grad(), record_python_calls() as codes:
+            work = _ProjectionWork(mha.qkv_proj.weight)
+            with torch.no_grad(), record_python_calls() as codes, work:
                 received = call_answer(
                     lambda mha, x_new, cache=cache: cached_attention(mha, x_new, cache),
                     {"mha": mha, "x_new": x_new},
@@ -497,6 +599,15 @@ def check_cached_attention(
                 len(cache) == end,
                 f"{where}, depois da chamada o cache tem {len(cache)} posições; esperava "
                 f"{end}. Acrescente as chaves e os valores novos com k, v = cache.update(k, v).",
+            )
+            weight = mha.qkv_proj.weight  # (3d, d): [W_Q | W_K | W_V] empilhadas
+            projected = work.multiplies / weight.numel()  # posições projetadas, em média
+            expect(
+                work.multiplies <= b * size * weight.numel(),
+                f"{where}, sua função fez com a matriz [W_Q | W_K | W_V] (mha.qkv_proj.weight) "
+                f"o trabalho de projetar {fmt(projected, 0)} posições; os tokens novos são "
+                f"b × t = {b * size}. Projete só x_new: as chaves e os valores das posições "
+                "antigas já estão no cache, e é isso que o cache economiza.",
             )
             with torch.no_grad():
                 variants = [
