@@ -105,7 +105,8 @@ def _recipe(path: Path) -> dict:
     ][-2:]
     config = body[at - 1]
     assert isinstance(config, ast.Assign) and _is_call(config.value, "tpt.GPTConfig"), (
-        f"{path.name}: a linha antes de model = tpt.GPT(config) deve ser config = tpt.GPTConfig(...)"
+        f"{path.name}: a linha antes de model = tpt.GPT(config) deve ser "
+        "config = tpt.GPTConfig(...)"
     )
     recipe["tpt.GPTConfig"] = _signature(config.value, params)
     batches = [

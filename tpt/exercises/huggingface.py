@@ -279,7 +279,8 @@ def check_gpt2_to_tpt(gpt2_to_tpt: Callable[[dict, tpt.GPTConfig], dict]) -> Non
         model.load_state_dict({name: value.detach() for name, value in got.items()}, strict=False)
         ids = _ids(config, i)
         with torch.no_grad():
-            logits, want = model(ids), hf_model(ids).logits
+            want = hf_model(ids, attention_mask=torch.ones_like(ids)).logits
+            logits = model(ids)
         if max_abs_diff(logits, want) > 1e-6 * (1.0 + float(want.abs().max())):
             reference = {n: v.double() for n, v in expected.items() if n != tied_head}
             why = _first_wrong(got, reference, _gpt2_diagnosis(config, hf_state))
@@ -470,7 +471,8 @@ def check_tpt_to_llama(tpt_to_llama: Callable[[dict, tpt.GPTConfig], dict]) -> N
         hf_model.tie_weights()
         ids = _ids(config, i)
         with torch.no_grad():
-            logits, want = hf_model(ids).logits, original(ids)
+            logits = hf_model(ids, attention_mask=torch.ones_like(ids)).logits
+            want = original(ids)
         # O Llama do transformers faz a RMSNorm e os ângulos do RoPE em float32.
         if max_abs_diff(logits, want) > 1e-5 * (1.0 + float(want.abs().max())):
             reference = {
