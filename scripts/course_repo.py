@@ -70,19 +70,30 @@ import sys
 
 if "google.colab" in sys.modules:
     REPOSITORY = "{repository}"
-    %pip install -q "tpt @ git+{{REPOSITORY}}@{tag}"\
+    %pip install -q "{package} @ git+{{REPOSITORY}}@{tag}"\
 """
 SETUP_CELL_ID = "colab-setup"
-PIN_RE = re.compile(r'%pip install -q "tpt @ git\+\{REPOSITORY\}@([^"]+)"')
+# Notebooks que precisam de um extra do pacote (pyproject.toml, [project.optional-dependencies]):
+# o 11 usa o transformers, e o Colab pode ter uma versão anterior à 5.0.
+EXTRAS = {"11_do_tpt_ao_hugging_face.ipynb": "hf"}
+PIN_RE = re.compile(r'%pip install -q "tpt(?:\[[a-z,]+\])? @ git\+\{REPOSITORY\}@([^"]+)"')
 REPOSITORY_RE = re.compile(r'REPOSITORY = "([^"]+)"')
 GUARD_RE = re.compile(r'tpt\.check_version\("([^"]+)"\)')
 
 
-def setup_cell(repository: str | None = None, ver: str | None = None) -> str:
-    """O texto da célula de instalação do Colab, fixada na tag da versão `ver`."""
+def setup_cell(
+    repository: str | None = None, ver: str | None = None, name: str | None = None
+) -> str:
+    """O texto da célula de instalação do Colab, fixada na tag da versão `ver`.
+
+    `name` (o arquivo do notebook) escolhe o extra do pacote, se houver (`EXTRAS`):
+    o notebook 11 instala `tpt[hf]`, que traz o transformers na versão certa.
+    """
     repository = current() if repository is None else repository
     tag = release_tag(version() if ver is None else ver)
-    return SETUP_CELL.format(repository=repository, tag=tag)
+    extra = EXTRAS.get(name or "")
+    package = f"tpt[{extra}]" if extra else "tpt"
+    return SETUP_CELL.format(repository=repository, tag=tag, package=package)
 
 
 def _read_notebook(path: Path) -> dict:
@@ -167,14 +178,15 @@ def pin_notebooks(paths: list[Path] | None = None, ver: str | None = None) -> li
     Colab" das células de texto (que passa a abrir a mesma tag). Devolve os alterados.
     """
     ver = version() if ver is None else ver
-    cell_text = setup_cell(ver=ver)
     guard = guard_version(ver)
     paths = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")) if paths is None else paths
     changed = []
     for path in paths:
         nb = _read_notebook(path)
         before = json.dumps(nb, sort_keys=True)
-        _setup_cell_of(nb)["source"] = cell_text.splitlines(keepends=True)
+        _setup_cell_of(nb)["source"] = setup_cell(ver=ver, name=path.name).splitlines(
+            keepends=True
+        )
         for cell in nb["cells"]:
             if cell["cell_type"] == "code":
                 src = _source(cell)
@@ -259,7 +271,7 @@ def pin_problems(path: Path, ver: str | None = None) -> list[str]:
             f"a célula do Colab instala {pins['tag'] or 'o topo do ramo main (sem tag)'}, "
             f"mas o tpt é {ver} (tag {release_tag(ver)}): {fix}"
         )
-    elif pins["setup"] != setup_cell(ver=ver):
+    elif pins["setup"] != setup_cell(ver=ver, name=path.name):
         problems.append(f"a célula de instalação do Colab difere da padrão: {fix}")
     badges = badge_refs(path)
     if not badges:

@@ -39,12 +39,28 @@ def _setup_cell(path: Path) -> str:
 
 def test_every_notebook_starts_with_the_same_colab_cell():
     assert NOTEBOOKS
-    cells = {_setup_cell(p) for p in NOTEBOOKS}
+    # A mesma célula em todos, a menos do extra do pacote (o 11 instala tpt[hf]).
+    cells = {re.sub(r"tpt\[[a-z,]+\] @", "tpt @", _setup_cell(p)) for p in NOTEBOOKS}
     assert len(cells) == 1, f"as células de instalação divergem entre notebooks: {PIN_HINT}"
     cell = cells.pop()
     assert 'if "google.colab" in sys.modules:' in cell
     assert f'REPOSITORY = "{tpt.version.REPOSITORY}"' in cell
     assert cell == course_repo.setup_cell(), f"célula diferente da padrão: {PIN_HINT}"
+    for path in NOTEBOOKS:
+        assert _setup_cell(path) == course_repo.setup_cell(name=path.name), (
+            f"{path.name}: célula diferente da padrão: {PIN_HINT}"
+        )
+
+
+def test_notebook_11_installs_the_hf_extra():
+    """O 11 usa o transformers >= 5.0: a célula instala tpt[hf], que o declara."""
+    cell = _setup_cell(ROOT / "notebooks" / "11_do_tpt_ao_hugging_face.ipynb")
+    assert '%pip install -q "tpt[hf] @ git+{REPOSITORY}@' in cell
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert re.search(r'^hf = \["transformers>=5', pyproject, flags=re.M)
+    assert course_repo.notebook_pins(
+        ROOT / "notebooks" / "11_do_tpt_ao_hugging_face.ipynb"
+    )["tag"] == course_repo.release_tag(tpt.__version__)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -113,9 +129,11 @@ def _scratch_environment(dest: Path) -> tuple[Path, Path]:
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="precisa do git")
-def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path):
-    # A célula padrão (os testes acima conferem que cada notebook tem exatamente ela).
-    cell = course_repo.setup_cell()
+@pytest.mark.parametrize("name", [None, "11_do_tpt_ao_hugging_face.ipynb"], ids=["tpt", "tpt[hf]"])
+def test_colab_cell_installs_the_pinned_tpt_from_the_repository(tmp_path, name):
+    # A célula padrão (os testes acima conferem que cada notebook tem exatamente ela) e a do
+    # 11, com o extra hf (com PIP_NO_DEPS o pip aceita o extra e não baixa o transformers).
+    cell = course_repo.setup_cell(name=name)
     tag = course_repo.release_tag(tpt.__version__)
     assert f"@{tag}" in cell
     url = _local_git_repo(tmp_path / "repo", tag)

@@ -93,7 +93,9 @@ def test_pin_writes_the_version_tag_and_guard_into_every_notebook(tmp_path):
         assert len(old) == len(new)
         for a, b in zip(old, new, strict=True):
             if a.get("id") == "colab-setup":
-                assert "".join(b["source"]) == course_repo.setup_cell(ver="7.3.1")
+                assert "".join(b["source"]) == course_repo.setup_cell(
+                    ver="7.3.1", name=path.name
+                )
             elif a["cell_type"] == "markdown":
                 # O selo do Colab passa a abrir a tag nova; nada mais muda no texto.
                 expected = BADGE_RE.sub(
@@ -132,7 +134,7 @@ def test_fork_keeps_the_pin(tmp_path):
     subprocess.run([sys.executable, script, "set", new], check=True, capture_output=True)
     for path in (tmp_path / "notebooks").glob("*.ipynb"):
         cell = "".join(next(c for c in _cells(path) if c.get("id") == "colab-setup")["source"])
-        assert cell == course_repo.setup_cell(new, "0.4.2")
+        assert cell == course_repo.setup_cell(new, "0.4.2", path.name)
         assert 'tpt.check_version(\\"0.4\\")' in path.read_text(encoding="utf-8")
 
 
@@ -143,6 +145,11 @@ def test_setup_cell_tag_and_guard_follow_the_version():
     cell = course_repo.setup_cell("https://github.com/a/b", "0.2.0")
     assert 'REPOSITORY = "https://github.com/a/b"' in cell
     assert '%pip install -q "tpt @ git+{REPOSITORY}@v0.2.0"' in cell
+    hf_cell = course_repo.setup_cell(
+        "https://github.com/a/b", "0.2.0", "11_do_tpt_ao_hugging_face.ipynb"
+    )
+    assert '%pip install -q "tpt[hf] @ git+{REPOSITORY}@v0.2.0"' in hf_cell
+    assert course_repo.PIN_RE.search(hf_cell).group(1) == "v0.2.0"
 
 
 def test_every_badge_opens_the_notebook_at_the_pinned_tag():

@@ -330,6 +330,25 @@ def test_parameter_map_covers_every_parameter(kwargs):
         assert how
 
 
+@pytest.mark.parametrize("kwargs", [GPT2_CASES[0], GPT2_CASES[1]])
+def test_parameter_map_says_what_to_hf_does(kwargs):
+    """"transposta" e "igual" na tabela são o que o to_hf faz (um viés nunca é transposto)."""
+    model = _model(50, **kwargs)
+    state = hf.to_hf(model).state_dict()
+    params = dict(model.named_parameters())
+    checked = 0
+    for name, hf_name, how in hf.parameter_map(model):
+        if name.endswith(".bias"):
+            assert "transposta" not in how, (name, how)
+        if how.startswith("transposta"):
+            assert torch.equal(state[hf_name], params[name].T), name
+            checked += 1
+        elif how.startswith("igual") and not name.startswith("norm."):
+            assert torch.equal(state[hf_name], params[name]), name
+            checked += 1
+    assert checked >= 8 * model.config.num_layers
+
+
 def test_rope_permutation():
     assert hf.rope_permutation(8).tolist() == [0, 2, 4, 6, 1, 3, 5, 7]
     for bad in (3, 0, 2.0, True):

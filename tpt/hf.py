@@ -205,6 +205,7 @@ class _Rule:
     pattern: str  # regex sobre o nome no tpt
     hf_name: str  # nome no HF ({layer} = número da camada, {kind} = weight ou bias)
     how: str  # a conversão, em português
+    bias_how: str | None = None  # a do viés, quando difere da do peso (vieses não se transpõem)
 
 
 def _rules(family: str, model: GPT) -> list[_Rule]:
@@ -219,14 +220,30 @@ def _rules(family: str, model: GPT) -> list[_Rule]:
             r"self_attn\.qkv_proj\." + _WB,
             h + "attn.c_attn.{kind}",
             "transposta (Conv1D guarda Wᵀ; as linhas [Q | K | V] viram colunas)",
+            "igual (um viés não tem orientação; [Q | K | V] na mesma ordem)",
         )
         layer = [
             _Rule(r"norm1\." + _WB, h + "ln_1.{kind}", "igual"),
             qkv,
-            _Rule(r"self_attn\.out_proj\." + _WB, h + "attn.c_proj.{kind}", "transposta"),
+            _Rule(
+                r"self_attn\.out_proj\." + _WB,
+                h + "attn.c_proj.{kind}",
+                "transposta",
+                "igual (um viés não tem orientação)",
+            ),
             _Rule(r"norm2\." + _WB, h + "ln_2.{kind}", "igual"),
-            _Rule(r"ffn\.linear1\." + _WB, h + "mlp.c_fc.{kind}", "transposta"),
-            _Rule(r"ffn\.linear2\." + _WB, h + "mlp.c_proj.{kind}", "transposta"),
+            _Rule(
+                r"ffn\.linear1\." + _WB,
+                h + "mlp.c_fc.{kind}",
+                "transposta",
+                "igual (um viés não tem orientação)",
+            ),
+            _Rule(
+                r"ffn\.linear2\." + _WB,
+                h + "mlp.c_proj.{kind}",
+                "transposta",
+                "igual (um viés não tem orientação)",
+            ),
         ]
         top = [
             _Rule(r"embedding\.embedding\.weight", "transformer.wte.weight", "× √d"),
@@ -240,6 +257,8 @@ def _rules(family: str, model: GPT) -> list[_Rule]:
             h + "self_attn.{{q,k,v}}_proj.{kind}",
             "linhas [Q | K | V] separadas; em Q e K, linhas permutadas em cada cabeça "
             "(pares vizinhos -> metades)",
+            "partes [Q | K | V] separadas; em Q e K, entradas permutadas em cada cabeça, "
+            "como as linhas do peso",
         )
         layer = [
             _Rule(r"norm1\.weight", h + "input_layernorm.weight", "igual"),
@@ -275,7 +294,10 @@ def parameter_map(model: GPT) -> list[tuple[str, str, str]]:
             match = re.fullmatch(rule.pattern, name)
             if match:
                 hf_name = rule.hf_name.format(**match.groupdict())
-                rows.append((name, hf_name, rule.how))
+                is_bias = match.groupdict().get("kind") == "bias"
+                rows.append(
+                    (name, hf_name, rule.bias_how if is_bias and rule.bias_how else rule.how)
+                )
                 break
         else:  # pragma: no cover - um parâmetro novo no tpt sem regra
             raise ValueError(f"o parâmetro {name!r} do tpt não tem nome no Hugging Face")

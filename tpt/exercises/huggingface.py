@@ -1,18 +1,24 @@
 """Conferências dos exercícios de notebooks/11_do_tpt_ao_hugging_face.ipynb.
 
-Dois exercícios, na ordem do notebook:
+Dois exercícios, na ordem do notebook; nos dois, a resposta converte um modelo inteiro,
+de tamanhos sorteados a cada execução, e a conferência compara os **logits** do modelo
+carregado com a resposta com os do original:
 
-1. :func:`check_rope_rows`: reordenar as linhas de ``W_Q`` ou ``W_K`` ``(h·d_h, d)`` do
-   arranjo do tpt (pares vizinhos ``(2i, 2i+1)``) para o do Llama do Hugging Face
-   (metades ``(i, i + d_h/2)``), cabeça por cabeça, sem ``tpt.hf.rope_permutation``.
-2. :func:`check_fold_sqrt_d`: consertar um ``state_dict`` do GPT-2 copiado "ingênuo" (sem
-   o ``√d`` do embedding do tpt): a resposta devolve o ``state_dict`` com a escala
-   dobrada na tabela e, quando os pesos são amarrados, compensada na norma final. A
-   conferência carrega o resultado num ``GPT2LMHeadModel`` e compara os logits com os do
-   ``tpt.GPT``.
+1. :func:`check_gpt2_to_tpt`: os pesos de um ``GPT2LMHeadModel`` (``state_dict`` com os
+   nomes do Hugging Face) viram os de um ``tpt.GPT``: o ``Conv1D`` transposto (só os
+   pesos: vieses não têm orientação), as normas como estão e o ``√d`` do embedding do tpt
+   desfeito na tabela e, com pesos amarrados, na norma final.
+2. :func:`check_tpt_to_llama`: os pesos de um ``tpt.GPT`` da receita do Llama, com GQA
+   (``num_kv_heads`` diferente de ``num_heads``), viram os de um ``LlamaForCausalLM``:
+   ``qkv_proj`` separada em Q (``h·d_h`` linhas), K e V (``h_kv·d_h`` linhas cada), a
+   permutação do RoPE em cada cabeça de Q (``h`` cabeças) e de K (``h_kv`` cabeças), a
+   SwiGLU nos seus três nomes e o ``√d`` dobrado na tabela e na norma final.
 
-Os diagnósticos só aparecem quando a variante errada correspondente foi calculada e
-bateu com a resposta (``expect_close`` com ``variants``).
+As funções de conversão de ``tpt.hf`` ficam recusadas pelo código que roda (apelidos e
+``functools.partial`` chegam ao mesmo código); ``parameter_map`` (só nomes) e
+``rope_permutation`` (exercício 2) continuam liberadas. Os diagnósticos só aparecem depois
+que os logits não conferem, e cada um é uma variante errada calculada que bateu com o
+tensor da resposta.
 """
 
 from __future__ import annotations
@@ -26,220 +32,462 @@ from torch import Tensor
 import tpt
 import tpt.hf
 from tpt.exercises import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator
-from tpt.exercises.rules import record_python_calls
+from tpt.exercises.core import max_abs_diff
+from tpt.exercises.guards import call_answer, case_generator, randint, seed_note
+from tpt.exercises.rules import functions_from_file, record_python_calls
+from tpt.numfmt import fmt
 
-__all__ = ["check_rope_rows", "check_fold_sqrt_d"]
+__all__ = ["check_gpt2_to_tpt", "check_tpt_to_llama"]
 
-
-# --------------------------------------------------------------------------------------
-# Exercício 1: a permutação do RoPE nas linhas de W_Q e W_K
-# --------------------------------------------------------------------------------------
-def reference_rope_rows(w: Tensor, num_heads: int) -> Tensor:
-    """A resposta: ``perm = [0, 2, 4, ..., 1, 3, 5, ...]`` aplicada a cada cabeça."""
-    head_dim = w.shape[0] // num_heads
-    perm = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
-    return w.reshape(num_heads, head_dim, *w.shape[1:])[:, perm].reshape(w.shape)
+# Funções de tpt/hf.py que a resposta pode rodar: os nomes (parameter_map e o que ela usa)
+# e, no exercício 2, a permutação de uma cabeça (impressa no notebook).
+_NAMES_ONLY = {"parameter_map", "hf_family", "_rules", "hf_family.<locals>.refuse"}
 
 
-def _rope_variants(w: Tensor, num_heads: int) -> list[tuple[str, Tensor]]:
-    head_dim = w.shape[0] // num_heads
-    perm = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])
-    inverse = torch.argsort(perm)
-    rows = w.reshape(num_heads, head_dim, *w.shape[1:])
-    whole = torch.cat([torch.arange(0, w.shape[0], 2), torch.arange(1, w.shape[0], 2)])
-    return [
-        (
-            "as linhas não mudaram de lugar. No tpt a linha 2i forma par com a 2i+1; no "
-            "Llama, a linha i forma par com a i + d_h/2.",
-            w,
-        ),
-        (
-            "você aplicou a permutação inversa (das metades para os pares). A linha j do "
-            "Llama deve ser a linha perm[j] do tpt, com perm = [0, 2, 4, ..., 1, 3, 5, ...].",
-            rows[:, inverse].reshape(w.shape),
-        ),
-        (
-            "você permutou a matriz inteira de uma vez. Cada cabeça tem as suas d_h "
-            "linhas e o seu RoPE: separe as cabeças com reshape(h, d_h, d) e permute "
-            "dentro de cada uma.",
-            w[whole],
-        ),
-    ]
-
-
-# As funções prontas do tpt.hf que fariam os exercícios: vistas pelo código que roda
-# (um apelido, um argumento padrão ou um functools.partial chegam ao mesmo código).
-_ROPE_READY = {
-    tpt.hf.rope_permutation.__code__: "tpt.hf.rope_permutation",
-    tpt.hf.to_hf.__code__: "tpt.hf.to_hf",
-}
-_FOLD_READY = {
-    tpt.hf.to_hf.__code__: "tpt.hf.to_hf",
-    tpt.hf._gpt2_state.__code__: "tpt.hf._gpt2_state",
-}
-
-
-def _call_watched(answer: Callable, args: dict, where: str, ready: dict, rule: str) -> object:
-    """``call_answer`` vigiando as funções prontas; a regra vale mesmo se a resposta falhar."""
+def _call_watched(answer: Callable, args: dict, where: str, allowed: set[str]) -> object:
+    """``call_answer`` recusando as conversões prontas de ``tpt.hf``, mesmo se a resposta falhar."""
     error = None
     with record_python_calls() as ran:
         try:
             got = call_answer(answer, args, where)
         except ExerciseError as err:
             error = err
-    used = sorted(name for code, name in ready.items() if code in ran)
-    expect(not used, f"sua função chamou {', '.join(used)}: {rule}.")
+    used = sorted(
+        name
+        for name in functions_from_file(ran, tpt.hf.__file__)
+        if name not in allowed and not name.startswith("_Rule")
+    )
+    expect(
+        not used,
+        f"{where}, sua função rodou código pronto de tpt.hf ({', '.join(used)}): o exercício "
+        "pede a conversão escrita por você.",
+    )
     if error is not None:
         raise error
     return got
 
 
-@exercise("Exercício 1 (a permutação do RoPE nas linhas de W_Q e W_K)")
-def check_rope_rows(rope_rows: Callable[[Tensor, int], Tensor]) -> None:
-    """Confere ``rope_rows(w, num_heads)`` com ``w`` ``(h·d_h, d)`` em casos fixos e sorteados."""
-    generator, seed = case_generator()
-    drawn = torch.randint(1, 9, (3,), generator=generator).tolist()  # caso sorteado
-    cases = [(1, 4, 3), (2, 8, 16), (4, 6, 5), (2, 16, 32)]
-    cases.append((1 + drawn[0] % 4, 2 * drawn[1], drawn[2]))
-    for num_heads, head_dim, d_in in cases:
-        w = torch.randn(num_heads * head_dim, d_in, dtype=torch.float64, generator=generator)
-        where = f"Com num_heads={num_heads}, d_h={head_dim} e w de forma {tuple(w.shape)}"
-        if (num_heads, head_dim, d_in) == cases[-1]:
-            where += f" (caso sorteado, semente {seed})"
-        got = _call_watched(
-            rope_rows,
-            {"w": w, "num_heads": num_heads},
-            where,
-            _ROPE_READY,
-            "o exercício pede a permutação escrita por você",
+def _check_keys(
+    got: object, expected: dict[str, Tensor], tied_head: str | None, where: str
+) -> dict:
+    """Confere as chaves e as formas; com pesos amarrados, ``tied_head`` pode faltar."""
+    expect(
+        isinstance(got, dict),
+        f"{where}, esperava um dicionário nome -> tensor; recebi {type(got).__name__}.",
+    )
+    missing = [name for name in expected if name not in got and name != tied_head]
+    expect(not missing, f"{where}, faltam chaves no seu dicionário, por exemplo {missing[:3]}.")
+    extra = [name for name in got if name not in expected]
+    expect(
+        not extra,
+        f"{where}, o seu dicionário tem chaves que o modelo de destino não tem, por exemplo "
+        f"{extra[:3]}.",
+    )
+    for name, value in got.items():
+        expect(
+            isinstance(value, Tensor),
+            f"{where}, `{name}` deveria ser um tensor; recebi {type(value).__name__}.",
         )
-        expect_close(
-            got,
-            reference_rope_rows(w, num_heads),
-            where,
-            atol=0.0,
-            name="w reordenada",
-            variants=_rope_variants(w, num_heads) if num_heads > 1 or head_dim > 2 else (),
+        want = tuple(expected[name].shape)
+        expect(
+            tuple(value.shape) == want,
+            f"{where}, esperava `{name}` com forma {want}; recebi {tuple(value.shape)}.",
         )
+    return got
 
 
-# --------------------------------------------------------------------------------------
-# Exercício 2: o √d do embedding, dobrado nos pesos do GPT-2
-# --------------------------------------------------------------------------------------
-def naive_gpt2_state(model: tpt.GPT) -> dict[str, Tensor]:
-    """Os pesos de ``model`` nos nomes do GPT-2, **sem** cuidar do ``√d``.
-
-    Tudo o mais está certo (transpostas do ``Conv1D``, ``c_attn``). Com pesos amarrados
-    não há ``lm_head.weight`` (o GPT-2 a amarra a ``transformer.wte.weight``, como o
-    ``save_pretrained`` faz).
-    """
-    state = tpt.hf._gpt2_state(model)
-    state["transformer.wte.weight"] = model.embedding.weight
-    state["transformer.ln_f.weight"] = model.norm.weight
-    state["transformer.ln_f.bias"] = model.norm.bias
-    if model.config.tie_weights:
-        del state["lm_head.weight"]
-    return {name: value.detach().clone() for name, value in state.items()}
-
-
-def reference_fold_sqrt_d(state: dict[str, Tensor], embed_dim: int, tied: bool) -> dict:
-    """A resposta: tabela × √d; com pesos amarrados, norma final (ganho e viés) ÷ √d."""
-    scale = math.sqrt(embed_dim)
-    fixed = dict(state)
-    fixed["transformer.wte.weight"] = state["transformer.wte.weight"] * scale
-    if tied:
-        fixed["transformer.ln_f.weight"] = state["transformer.ln_f.weight"] / scale
-        fixed["transformer.ln_f.bias"] = state["transformer.ln_f.bias"] / scale
-    return fixed
-
-
-def _fold_diagnosis(got: dict, state: dict, embed_dim: int, tied: bool) -> str | None:
-    """Diz qual convenção ficou de fora, comparando só as chaves que deveriam mudar."""
-    scale = math.sqrt(embed_dim)
-
-    def same(name: str, value: Tensor) -> bool:
-        return torch.allclose(got[name].double(), value.double(), atol=1e-12, rtol=1e-12)
-
-    wte = state["transformer.wte.weight"]
-    ln_w, ln_b = state["transformer.ln_f.weight"], state["transformer.ln_f.bias"]
-    if same("transformer.wte.weight", wte):
-        return (
-            "a tabela transformer.wte.weight ficou como estava. O tpt multiplica o embedding "
-            "por √d no forward e o GPT-2 não: essa escala tem de entrar na própria tabela."
-        )
-    if same("transformer.wte.weight", wte / scale):
-        return "você dividiu a tabela por √d; o embedding do tpt sai multiplicado por √d."
-    if tied and same("transformer.ln_f.weight", ln_w) and same("transformer.ln_f.bias", ln_b):
-        return (
-            "com pesos amarrados, a lm_head do GPT-2 é a mesma tabela, agora √d vezes maior: "
-            "os logits saem √d vezes maiores. Compense na norma final (transformer.ln_f), "
-            "que vem logo antes da lm_head."
-        )
-    if (
-        tied
-        and same("transformer.ln_f.weight", ln_w / scale)
-        and same("transformer.ln_f.bias", ln_b)
-    ):
-        return (
-            "você dividiu o ganho de transformer.ln_f por √d, mas não o viés: a saída da "
-            "LayerNorm é x̂·γ + β, e a lm_head recebe as duas partes."
-        )
-    if not tied and not (
-        same("transformer.ln_f.weight", ln_w) and same("transformer.ln_f.bias", ln_b)
-    ):
-        return (
-            "sem pesos amarrados, a lm_head não muda (ela não é a tabela), então a norma "
-            "final também não deve mudar."
-        )
+def _first_wrong(
+    got: dict, reference: dict[str, Tensor], diagnose: Callable[[str, Tensor], str | None]
+) -> str | None:
+    """O primeiro tensor da resposta longe da referência, com o diagnóstico dele se houver."""
+    for name, want in reference.items():
+        if name not in got:
+            continue
+        value = got[name].detach().double()
+        tol = 1e-6 * (1.0 + float(want.abs().max()))
+        diff = max_abs_diff(value, want)
+        if diff > tol:
+            why = diagnose(name, value)
+            if why:
+                return f"`{name}` não confere: {why}"
+            return (
+                f"`{name}` é o primeiro tensor que não confere com o que o modelo de destino "
+                f"espera (maior diferença {fmt(diff, 2, sci=True)})."
+            )
     return None
 
 
-@exercise("Exercício 2 (o √d do embedding, dobrado nos pesos do GPT-2)")
-def check_fold_sqrt_d(fold_sqrt_d: Callable[[dict, int, bool], dict]) -> None:
-    """Confere ``fold_sqrt_d(state, embed_dim, tied)`` carregando o resultado num GPT-2."""
+def _is(value: Tensor, other: Tensor | None) -> bool:
+    if other is None or tuple(value.shape) != tuple(other.shape):
+        return False
+    return max_abs_diff(value, other.double()) <= 1e-6 * (1.0 + float(other.abs().max()))
+
+
+def _tied_head(got: dict, table_name: str, head_name: str, where: str) -> dict:
+    """Com pesos amarrados, a ``lm_head`` é a tabela: se veio, tem de ser igual a ela."""
+    if head_name in got:
+        expect(
+            _is(got[head_name].detach().double(), got[table_name].detach().double()),
+            f"{where}, com pesos amarrados `{head_name}` é o mesmo tensor que `{table_name}`; "
+            "o seu dicionário traz valores diferentes para os dois (deixe a lm_head de fora "
+            "ou dê a ela a mesma tabela).",
+        )
+    return {name: value for name, value in got.items() if name != head_name}
+
+
+def _case_sizes(generator: torch.Generator) -> dict:
+    heads = randint(generator, 1, 6)
+    return dict(
+        vocab_size=randint(generator, 5, 80),
+        max_len=randint(generator, 4, 24),
+        num_heads=heads,
+        head_dim=2 * randint(generator, 1, 8),
+        num_layers=randint(generator, 1, 3),
+        tie_weights=bool(randint(generator, 0, 1)),
+    )
+
+
+def _random_model(config: tpt.GPTConfig, seed: int) -> tpt.GPT:
+    """Um ``tpt.GPT`` em float64 com as normas longe de 1 e 0 (para que ganho e viés contem)."""
+    torch.manual_seed(seed)
+    model = tpt.GPT(config).double().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+    return model
+
+
+def _ids(config: tpt.GPTConfig, seed: int) -> Tensor:
+    t = min(config.max_len, 12)
+    return torch.randint(
+        0, config.vocab_size, (2, t), generator=torch.Generator().manual_seed(seed)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 1: um GPT-2 do Hugging Face dentro do tpt
+# --------------------------------------------------------------------------------------
+_CONV1D = ("attn.c_attn", "attn.c_proj", "mlp.c_fc", "mlp.c_proj")
+_TPT_OF_CONV1D = {
+    "attn.c_attn": "self_attn.qkv_proj",
+    "attn.c_proj": "self_attn.out_proj",
+    "mlp.c_fc": "ffn.linear1",
+    "mlp.c_proj": "ffn.linear2",
+}
+
+
+def _gpt2_diagnosis(config: tpt.GPTConfig, hf_state: dict[str, Tensor]) -> Callable:
+    scale = math.sqrt(config.embed_dim)
+    wte = hf_state["transformer.wte.weight"]
+    ln_w, ln_b = hf_state["transformer.ln_f.weight"], hf_state["transformer.ln_f.bias"]
+
+    def diagnose(name: str, value: Tensor) -> str | None:
+        if name == "embedding.embedding.weight":
+            if _is(value, wte):
+                return (
+                    "é a wte do GPT-2 como está. O tpt multiplica o embedding por √d no "
+                    "forward e o GPT-2 não: a tabela do tpt tem de sair √d vezes menor."
+                )
+            if _is(value, wte * scale):
+                return "você multiplicou a wte por √d; o tpt já multiplica no forward, divida."
+        if name == "lm_head.weight" and _is(value, wte / scale):
+            return (
+                "sem pesos amarrados, a lm_head do GPT-2 não tem o √d: ela passa como está "
+                "(só a tabela de embeddings muda)."
+            )
+        if name in ("norm.weight", "norm.bias"):
+            gpt2 = ln_w if name == "norm.weight" else ln_b
+            if config.tie_weights and _is(value, gpt2):
+                return (
+                    "com pesos amarrados, a lm_head do tpt é a tabela, agora √d vezes menor "
+                    "que a wte: os logits sairiam √d vezes menores. Compense na norma final "
+                    "(ganho e viés de transformer.ln_f), que vem logo antes da lm_head."
+                )
+            if config.tie_weights and _is(value, gpt2 / scale):
+                return (
+                    "com pesos amarrados a norma final compensa multiplicando por √d, "
+                    "não dividindo."
+                )
+            if not config.tie_weights and not _is(value, gpt2):
+                return (
+                    "sem pesos amarrados a lm_head não é a tabela, então a norma final passa "
+                    "como está."
+                )
+        for hf_name, ours in _TPT_OF_CONV1D.items():
+            if name.endswith(ours + ".weight"):
+                source = hf_state["transformer.h." + name.split(".")[1] + "." + hf_name + ".weight"]
+                if _is(value, source):
+                    return (
+                        f"é o {hf_name}.weight sem transpor. O Conv1D do GPT-2 guarda o peso "
+                        "como (entrada × saída) e o nn.Linear do tpt, como (saída × entrada)."
+                    )
+                if _is(value, source.reshape(value.shape)):
+                    return (
+                        f"é o {hf_name}.weight com outra forma (reshape ou view), não "
+                        "transposto: reshape lê os números na mesma ordem e só muda a forma; "
+                        "a transposta (.T) troca linhas por colunas."
+                    )
+        return None
+
+    return diagnose
+
+
+def _gpt2_case(config: tpt.GPTConfig, seed: int) -> tuple[tpt.GPT, dict[str, Tensor], object]:
+    original = _random_model(config, seed)
+    hf_model = tpt.hf.to_hf(original)
+    hf_state = {name: p.detach().clone() for name, p in hf_model.named_parameters()}
+    return original, hf_state, hf_model
+
+
+@exercise("Exercício 1 (um GPT-2 do Hugging Face dentro do tpt)")
+def check_gpt2_to_tpt(gpt2_to_tpt: Callable[[dict, tpt.GPTConfig], dict]) -> None:
+    """Confere ``gpt2_to_tpt(state, config)`` carregando o resultado num ``tpt.GPT``."""
+    generator, seed = case_generator()
+    drawn = _case_sizes(generator)
+    drawn["activation"] = ("gelu", "gelu_tanh", "relu")[randint(generator, 0, 2)]
+    cases = [
+        dict(vocab_size=23, max_len=16, num_heads=4, head_dim=8, num_layers=2, tie_weights=True),
+        dict(
+            vocab_size=17,
+            max_len=10,
+            num_heads=3,
+            head_dim=6,
+            num_layers=1,
+            tie_weights=False,
+            activation="gelu_tanh",
+        ),
+        drawn,
+    ]
+    for i, sizes in enumerate(cases):
+        sizes = dict(sizes)
+        head_dim = sizes.pop("head_dim")
+        config = tpt.GPTConfig(embed_dim=sizes["num_heads"] * head_dim, **sizes)
+        where = (
+            f"Com embed_dim={config.embed_dim}, num_heads={config.num_heads}, "
+            f"num_layers={config.num_layers}, tie_weights={config.tie_weights}"
+            + seed_note(seed if i == len(cases) - 1 else None)
+        )
+        original, hf_state, hf_model = _gpt2_case(config, 200 + i)
+        got = _call_watched(gpt2_to_tpt, {"state": hf_state, "config": config}, where, _NAMES_ONLY)
+        expected = original.state_dict()
+        tied_head = "lm_head.weight" if config.tie_weights else None
+        got = _check_keys(got, expected, tied_head, where)
+        if tied_head:
+            got = _tied_head(got, "embedding.embedding.weight", tied_head, where)
+        model = tpt.GPT(config).double().eval()
+        model.load_state_dict({name: value.detach() for name, value in got.items()}, strict=False)
+        ids = _ids(config, i)
+        with torch.no_grad():
+            want = hf_model(ids, attention_mask=torch.ones_like(ids)).logits
+            logits = model(ids)
+        if max_abs_diff(logits, want) > 1e-6 * (1.0 + float(want.abs().max())):
+            reference = {n: v.double() for n, v in expected.items() if n != tied_head}
+            why = _first_wrong(got, reference, _gpt2_diagnosis(config, hf_state))
+            if why:
+                raise ExerciseError(f"{where}, {why}")
+        expect_close(
+            logits,
+            want,
+            where,
+            atol=1e-6,
+            rtol=1e-6,
+            name="os logits do tpt.GPT carregado com o seu dicionário",
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Exercício 2: um tpt.GPT com GQA dentro do LlamaForCausalLM
+# --------------------------------------------------------------------------------------
+def _heads_permuted(w: Tensor, num_heads: int) -> Tensor | None:
+    """``w`` ``(n·k, d)`` com a permutação do RoPE em ``num_heads`` blocos de linhas (ou None)."""
+    if w.shape[0] % num_heads or (w.shape[0] // num_heads) % 2:
+        return None
+    block = w.shape[0] // num_heads
+    perm = torch.cat([torch.arange(0, block, 2), torch.arange(1, block, 2)])
+    return w.reshape(num_heads, block, *w.shape[1:])[:, perm].reshape(w.shape)
+
+
+def _heads_unpermuted(w: Tensor, num_heads: int) -> Tensor:
+    block = w.shape[0] // num_heads
+    perm = torch.cat([torch.arange(0, block, 2), torch.arange(1, block, 2)])
+    return w.reshape(num_heads, block, *w.shape[1:])[:, torch.argsort(perm)].reshape(w.shape)
+
+
+def _llama_diagnosis(config: tpt.GPTConfig, state: dict[str, Tensor]) -> Callable:
+    scale = math.sqrt(config.embed_dim)
+    heads, kv_heads = config.num_heads, config.num_kv_heads or config.num_heads
+    head_dim = config.embed_dim // heads
+    sizes = [heads * head_dim, kv_heads * head_dim, kv_heads * head_dim]
+
+    def diagnose(name: str, value: Tensor) -> str | None:
+        table = state["embedding.embedding.weight"]
+        if name == "model.embed_tokens.weight":
+            if _is(value, table):
+                return (
+                    "é a tabela do tpt como está. O tpt multiplica o embedding por √d no forward "
+                    "e o Llama não: essa escala tem de entrar na própria tabela."
+                )
+            if _is(value, table / scale):
+                return "você dividiu a tabela por √d; o embedding do tpt sai multiplicado por √d."
+        if name == "model.norm.weight":
+            gain = state["norm.weight"]
+            if config.tie_weights and _is(value, gain):
+                return (
+                    "com pesos amarrados, a lm_head do Llama é a tabela, agora √d vezes maior: "
+                    "os logits sairiam √d vezes maiores. Compense no ganho da norma final "
+                    "(model.norm), que vem logo antes da lm_head."
+                )
+            if not config.tie_weights and not _is(value, gain):
+                return (
+                    "sem pesos amarrados a lm_head não é a tabela, então a norma final "
+                    "passa como está."
+                )
+        if name == "lm_head.weight" and _is(value, table * scale):
+            return "sem pesos amarrados, a lm_head do tpt não leva o √d: ela passa como está."
+        parts = name.split(".")
+        if len(parts) < 5:
+            return None
+        layer, proj = parts[2], parts[4]
+        ours = f"layers.{layer}."
+        if proj in ("q_proj", "k_proj", "v_proj"):
+            wq, wk, wv = state[ours + "self_attn.qkv_proj.weight"].split(sizes)
+            raw, n = {"q_proj": (wq, heads), "k_proj": (wk, kv_heads), "v_proj": (wv, kv_heads)}[
+                proj
+            ]
+            if proj == "v_proj":
+                if _is(value, _heads_permuted(raw, kv_heads)):
+                    return (
+                        "você permutou também as linhas de W_V. O RoPE gira só q e k; "
+                        "W_V passa como está."
+                    )
+                return None
+            if _is(value, raw):
+                return (
+                    "as linhas não mudaram de lugar. No tpt o RoPE gira a linha 2i com a 2i+1 "
+                    "de cada cabeça; no Llama, a linha i com a i + d_h/2."
+                )
+            if _is(value, _heads_unpermuted(raw, n)):
+                return (
+                    "você aplicou a permutação inversa: a linha j do Llama é a linha perm[j] do "
+                    "tpt, com perm = [0, 2, 4, ..., 1, 3, 5, ...]."
+                )
+            if proj == "k_proj" and kv_heads != heads and _is(value, _heads_permuted(raw, heads)):
+                return (
+                    f"você permutou W_K em num_heads = {heads} blocos de linhas. Com GQA, W_K "
+                    f"tem num_kv_heads = {kv_heads} cabeças de d_h = {head_dim} linhas: "
+                    "permute dentro de cada uma delas."
+                )
+            if _is(value, _heads_permuted(raw, 1)) and n > 1:
+                return (
+                    "você permutou a matriz inteira de uma vez. Cada cabeça tem as suas d_h "
+                    "linhas e o seu RoPE: permute dentro de cada cabeça."
+                )
+        if proj in ("gate_proj", "up_proj"):
+            other = "linear3" if proj == "gate_proj" else "linear1"
+            if _is(value, state[ours + f"ffn.{other}.weight"]):
+                return (
+                    "gate_proj e up_proj trocadas. A porta (a que passa pela SiLU) é a "
+                    "linear1 do tpt; a up_proj é a linear3."
+                )
+        return None
+
+    return diagnose
+
+
+@exercise("Exercício 2 (um tpt.GPT com GQA dentro do LlamaForCausalLM)")
+def check_tpt_to_llama(tpt_to_llama: Callable[[dict, tpt.GPTConfig], dict]) -> None:
+    """Confere ``tpt_to_llama(state, config)`` carregando o resultado num ``LlamaForCausalLM``."""
     transformers = tpt.hf._transformers()
-    models = []
-    for i, (d, heads, tied) in enumerate([(32, 4, True), (24, 3, False), (16, 2, True)]):
-        torch.manual_seed(100 + i)
-        config = tpt.GPTConfig(
+    generator, seed = case_generator()
+    drawn = _case_sizes(generator)
+    divisors = [k for k in range(1, drawn["num_heads"] + 1) if drawn["num_heads"] % k == 0]
+    drawn["num_kv_heads"] = divisors[randint(generator, 0, len(divisors) - 1)]
+    cases = [
+        dict(
             vocab_size=23,
             max_len=16,
-            embed_dim=d,
-            num_heads=heads,
+            num_heads=4,
+            num_kv_heads=2,
+            head_dim=8,
+            num_layers=2,
+            tie_weights=True,
+        ),
+        dict(
+            vocab_size=19,
+            max_len=12,
+            num_heads=6,
+            num_kv_heads=3,
+            head_dim=4,
             num_layers=1,
-            tie_weights=tied,
+            tie_weights=False,
+        ),
+        dict(
+            vocab_size=11,
+            max_len=8,
+            num_heads=2,
+            num_kv_heads=1,
+            head_dim=6,
+            num_layers=1,
+            tie_weights=True,
+        ),
+        drawn,
+    ]
+    for i, sizes in enumerate(cases):
+        sizes = dict(sizes)
+        head_dim = sizes.pop("head_dim")
+        config = tpt.GPTConfig(
+            embed_dim=sizes["num_heads"] * head_dim,
+            positional="rope",
+            norm="rmsnorm",
+            activation="swiglu",
+            bias=False,
+            **sizes,
         )
-        model = tpt.GPT(config).double().eval()
-        with torch.no_grad():  # ganho e viés da norma final longe de 1 e 0
-            model.norm.weight.add_(0.3 * torch.randn_like(model.norm.weight))
-            model.norm.bias.add_(0.3 * torch.randn_like(model.norm.bias))
-        hf_model = transformers.GPT2LMHeadModel(tpt.hf._hf_config(model, "gpt2"))
-        models.append((model, naive_gpt2_state(model), hf_model.double().eval()))
-    for i, (model, state, hf_model) in enumerate(models):
-        d, tied = model.config.embed_dim, model.config.tie_weights
-        where = f"Com embed_dim={d} e tied={tied}"
+        where = (
+            f"Com embed_dim={config.embed_dim}, num_heads={config.num_heads}, "
+            f"num_kv_heads={config.num_kv_heads}, num_layers={config.num_layers}, "
+            f"tie_weights={config.tie_weights}" + seed_note(seed if i == len(cases) - 1 else None)
+        )
+        original = _random_model(config, 300 + i)
+        state = {name: value.detach().clone() for name, value in original.state_dict().items()}
         got = _call_watched(
-            fold_sqrt_d,
-            {"state": state, "embed_dim": d, "tied": tied},
+            tpt_to_llama,
+            {"state": state, "config": config},
             where,
-            _FOLD_READY,
-            "o exercício pede a correção escrita por você",
+            _NAMES_ONLY | {"rope_permutation"},
         )
-        expect(
-            isinstance(got, dict) and set(got) == set(state),
-            f"{where}, esperava um dicionário com as mesmas chaves do state recebido.",
+        hf_model = (
+            transformers.LlamaForCausalLM(tpt.hf._hf_config(original, "llama")).double().eval()
         )
-        diagnosis = _fold_diagnosis(got, state, d, tied)
-        expect(diagnosis is None, f"{where}, {diagnosis}")
-        hf_model.load_state_dict(got, strict=False)
+        expected = dict(hf_model.named_parameters())
+        if config.tie_weights:  # named_parameters lista a lm_head amarrada uma vez só
+            expected.setdefault("lm_head.weight", hf_model.lm_head.weight)
+        tied_head = "lm_head.weight" if config.tie_weights else None
+        got = _check_keys(got, expected, tied_head, where)
+        if tied_head:
+            got = _tied_head(got, "model.embed_tokens.weight", tied_head, where)
+        hf_model.load_state_dict({n: v.detach() for n, v in got.items()}, strict=False)
         hf_model.tie_weights()
-        ids = torch.randint(0, 23, (2, 10), generator=torch.Generator().manual_seed(i))
+        ids = _ids(config, i)
         with torch.no_grad():
-            expect_close(
-                hf_model(ids).logits,
-                model(ids),
-                where,
-                atol=1e-9,
-                name="os logits do GPT-2 carregado com o seu state",
-            )
+            logits = hf_model(ids, attention_mask=torch.ones_like(ids)).logits
+            want = original(ids)
+        # O Llama do transformers faz a RMSNorm e os ângulos do RoPE em float32.
+        if max_abs_diff(logits, want) > 1e-5 * (1.0 + float(want.abs().max())):
+            reference = {
+                n: v.detach().double()
+                for n, v in tpt.hf._llama_state(original).items()
+                if n != tied_head
+            }
+            why = _first_wrong(got, reference, _llama_diagnosis(config, state))
+            if why:
+                raise ExerciseError(f"{where}, {why}")
+        expect_close(
+            logits,
+            want,
+            where,
+            atol=1e-5,
+            rtol=1e-5,
+            name="os logits do LlamaForCausalLM carregado com o seu dicionário",
+        )
