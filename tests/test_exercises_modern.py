@@ -43,14 +43,14 @@ def _rejected(check, answer, capsys, *fragments):
 
 
 def test_checks_expose_only_the_checkers():
-    assert sorted(dir(ex)) == ["check_gqa_attention", "check_merge_partials", "check_rope_half"]
-    for name in ("_rope_half", "_gqa", "_merge", "_partial", "_ROPE_VARIANTS"):
+    assert sorted(dir(ex)) == ["check_gqa_attention", "check_rolling_step", "check_rope_half"]
+    for name in ("_rope_half", "_gqa", "_attend", "_window_reference", "_ROPE_VARIANTS"):
         with pytest.raises(AttributeError, match="não é um dos exercícios"):
             getattr(ex, name)
 
 
 @pytest.mark.parametrize(
-    "check", [ex.check_rope_half, ex.check_gqa_attention, ex.check_merge_partials]
+    "check", [ex.check_rope_half, ex.check_gqa_attention, ex.check_rolling_step]
 )
 def test_stub_is_pending(check, capsys):
     assert check(stub) is False
@@ -114,8 +114,25 @@ def test_rope_half_rule_is_what_runs(capsys):
             x, torch.ones(t, d, dtype=x.dtype), torch.zeros(t, d, dtype=x.dtype)
         )
 
-    for answer in (direct, default_argument, partial, alias):
-        _rejected(ex.check_rope_half, answer, capsys, "tpt.apply_rope ou tpt.RotaryEmbedding")
+    def reads_the_tables(x, theta=10000.0):  # monta o módulo e lê só as tabelas de cos e sin
+        t, d = x.shape[-2], x.shape[-1]
+        rope = tpt.RotaryEmbedding(d, max_len=t, theta=theta)
+        cos, sin = rope.cos[:, 0::2].to(x.dtype), rope.sin[:, 0::2].to(x.dtype)  # (t, d/2)
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    def sinusoidal_tables(x, theta=10000.0):  # os ângulos da codificação senoidal do tpt
+        t, d = x.shape[-2], x.shape[-1]
+        pe = tpt.positional.sinusoidal_encoding(t, d, theta).to(x.dtype)  # (t, d)
+        sin, cos = pe[:, 0::2], pe[:, 1::2]  # (t, d/2)
+        x1, x2 = x[..., : d // 2], x[..., d // 2 :]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    x = torch.randn(2, 5, 6, dtype=torch.float64)
+    for tables in (reads_the_tables, sinusoidal_tables):  # sem a regra, estariam certas
+        assert torch.allclose(tables(x, 500.0), rope_half(x, 500.0))
+    for answer in (direct, default_argument, partial, alias, reads_the_tables, sinusoidal_tables):
+        _rejected(ex.check_rope_half, answer, capsys, "tpt/positional.py")
 
 
 def test_rope_half_in_place_and_cut_gradient_are_rejected(capsys):
@@ -357,86 +374,191 @@ def test_gqa_typical_mistakes_are_diagnosed(capsys):
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: juntar resultados parciais
+# Exercício 3: o cache circular da janela deslizante
 # --------------------------------------------------------------------------------------
-def merge(o1, lse1, o2, lse2):
-    lse = torch.logaddexp(lse1, lse2)
-    return o1 * torch.exp(lse1 - lse) + o2 * torch.exp(lse2 - lse), lse
+def rolling_step(cache_k, cache_v, q, k_new, v_new, pos):
+    window = cache_k.shape[-2]
+    slot = pos % window
+    cache_k[:, :, slot] = k_new[:, :, 0]
+    cache_v[:, :, slot] = v_new[:, :, 0]
+    filled = min(pos + 1, window)
+    k, v = cache_k[:, :, :filled], cache_v[:, :, :filled]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v
 
 
-def test_merge_correct_styles_pass(capsys):
-    def with_max(o1, lse1, o2, lse2):
-        m = torch.maximum(lse1, lse2)
-        w1, w2 = torch.exp(lse1 - m), torch.exp(lse2 - m)
-        return (o1 * w1 + o2 * w2) / (w1 + w2), m + torch.log(w1 + w2)
-
-    def with_sigmoid(o1, lse1, o2, lse2):
-        a = torch.sigmoid(lse1 - lse2)
-        return a * o1 + (1 - a) * o2, torch.logaddexp(lse1, lse2)
-
-    for answer in (merge, with_max, with_sigmoid):
-        _accepted(ex.check_merge_partials, answer, capsys)
+def _write(cache_k, cache_v, k_new, v_new, slot):
+    cache_k[:, :, slot] = k_new[:, :, 0]
+    cache_v[:, :, slot] = v_new[:, :, 0]
 
 
-@pytest.mark.parametrize("name", ["o1", "lse1", "o2", "lse2"])
-def test_merge_in_place_of_each_input_is_rejected(name, capsys):
-    def changes_one(o1, lse1, o2, lse2):
-        out = merge(o1, lse1, o2, lse2)
-        {"o1": o1, "lse1": lse1, "o2": o2, "lse2": lse2}[name].add_(1.0)
+def test_rolling_step_correct_styles_pass(capsys):
+    def masked_scores(cache_k, cache_v, q, k_new, v_new, pos):  # máscara em vez de fatia
+        window = cache_k.shape[-2]
+        cache_k.index_copy_(2, torch.tensor([pos % window]), k_new)
+        cache_v.index_copy_(2, torch.tensor([pos % window]), v_new)
+        empty = torch.arange(window) > pos  # (W,): vagas que ainda não receberam token
+        scores = torch.einsum("bhqd,bhkd->bhqk", q, cache_k) / q.shape[-1] ** 0.5
+        weights = scores.masked_fill(empty, float("-inf")).softmax(dim=-1)
+        return torch.einsum("bhqk,bhkd->bhqd", weights, cache_v)
+
+    def fused(cache_k, cache_v, q, k_new, v_new, pos):  # a atenção do PyTorch vale aqui
+        window = cache_k.shape[-2]
+        cache_k[:, :, pos % window : pos % window + 1] = k_new
+        cache_v[:, :, pos % window : pos % window + 1] = v_new
+        filled = min(pos + 1, window)
+        return F.scaled_dot_product_attention(q, cache_k[:, :, :filled], cache_v[:, :, :filled])
+
+    for answer in (rolling_step, masked_scores, fused):
+        _accepted(ex.check_rolling_step, answer, capsys)
+
+
+def test_rolling_step_copies_of_the_cache_are_rejected(capsys):
+    def shifts_with_cat(cache_k, cache_v, q, k_new, v_new, pos):  # janela em ordem, deslocada
+        cache_k.copy_(torch.cat((cache_k[:, :, 1:], k_new), dim=2))
+        cache_v.copy_(torch.cat((cache_v[:, :, 1:], v_new), dim=2))
+        filled = min(pos + 1, cache_k.shape[-2])
+        return F.scaled_dot_product_attention(q, cache_k[:, :, -filled:], cache_v[:, :, -filled:])
+
+    def rolls(cache_k, cache_v, q, k_new, v_new, pos):
+        cache_k.copy_(torch.roll(cache_k, -1, dims=2))
+        cache_v.copy_(torch.roll(cache_v, -1, dims=2))
+        cache_k[:, :, -1], cache_v[:, :, -1] = k_new[:, :, 0], v_new[:, :, 0]
+        filled = min(pos + 1, cache_k.shape[-2])
+        return F.scaled_dot_product_attention(q, cache_k[:, :, -filled:], cache_v[:, :, -filled:])
+
+    def functional_update(cache_k, cache_v, q, k_new, v_new, pos):  # torch.where no cache todo
+        window = cache_k.shape[-2]
+        here = (torch.arange(window) == pos % window)[:, None]  # (W, 1)
+        cache_k.copy_(torch.where(here, k_new, cache_k))
+        cache_v.copy_(torch.where(here, v_new, cache_v))
+        filled = min(pos + 1, window)
+        return F.scaled_dot_product_attention(q, cache_k[:, :, :filled], cache_v[:, :, :filled])
+
+    def in_float32(cache_k, cache_v, q, k_new, v_new, pos):  # converte o cache todo
+        window = cache_k.shape[-2]
+        _write(cache_k, cache_v, k_new, v_new, pos % window)
+        filled = min(pos + 1, window)
+        k, v = cache_k[:, :, :filled].float(), cache_v[:, :, :filled].float()
+        scores = q.float() @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        return torch.softmax(scores, dim=-1) @ v
+
+    def clones(cache_k, cache_v, q, k_new, v_new, pos):
+        _write(cache_k, cache_v, k_new, v_new, pos % cache_k.shape[-2])
+        return rolling_step(cache_k.clone(), cache_v.clone(), q, k_new, v_new, pos)
+
+    for answer, op in [
+        (shifts_with_cat, "cat"),
+        (rolls, "roll"),
+        (functional_update, "where"),
+        (clones, "clone"),
+        (in_float32, "_to_copy"),
+    ]:
+        _rejected(ex.check_rolling_step, answer, capsys, "o cache foi copiado", f"operação {op}")
+
+
+def test_rolling_step_cache_mistakes_are_diagnosed(capsys):
+    def keeps_no_cache(cache_k, cache_v, q, k_new, v_new, pos):  # vê só o token novo
+        return v_new.clone()
+
+    def wrong_slot(cache_k, cache_v, q, k_new, v_new, pos):  # começa na vaga 1
+        _write(cache_k, cache_v, k_new, v_new, (pos + 1) % cache_k.shape[-2])
+        return v_new.clone()
+
+    def shifts_in_place(cache_k, cache_v, q, k_new, v_new, pos):  # move as vagas uma a uma
+        window = cache_k.shape[-2]
+        for s in range(window - 1):
+            cache_k[:, :, s] = cache_k[:, :, s + 1]
+            cache_v[:, :, s] = cache_v[:, :, s + 1]
+        _write(cache_k, cache_v, k_new, v_new, window - 1)
+        filled = min(pos + 1, window)
+        return _attend(q, cache_k[:, :, -filled:], cache_v[:, :, -filled:])
+
+    def rebinds(cache_k, cache_v, q, k_new, v_new, pos):  # um cache novo, só no nome local
+        cache_k = torch.cat((cache_k, k_new), dim=2)[:, :, 1:]
+        return v_new.clone()
+
+    _rejected(
+        ex.check_rolling_step, keeps_no_cache, capsys, "o cache não mudou", "vaga pos % W = 0"
+    )
+    _rejected(ex.check_rolling_step, wrong_slot, capsys, "o token novo foi para a vaga 1")
+    _rejected(ex.check_rolling_step, shifts_in_place, capsys, "nada se move")
+    _rejected(ex.check_rolling_step, rebinds, capsys, "o cache foi copiado")
+
+
+def _attend(q, k, v, scale=True):
+    scores = q @ k.transpose(-2, -1) / (math.sqrt(q.shape[-1]) if scale else 1.0)
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def test_rolling_step_attention_mistakes_are_diagnosed(capsys):
+    def attends_to_garbage(cache_k, cache_v, q, k_new, v_new, pos):  # todas as W vagas
+        _write(cache_k, cache_v, k_new, v_new, pos % cache_k.shape[-2])
+        return _attend(q, cache_k, cache_v)
+
+    def attends_before_writing(cache_k, cache_v, q, k_new, v_new, pos):  # W + 1 chaves
+        window = cache_k.shape[-2]
+        old = min(pos, window)
+        scale = math.sqrt(q.shape[-1])
+        scores = (
+            torch.cat(
+                (q @ cache_k[:, :, :old].transpose(-2, -1), q @ k_new.transpose(-2, -1)), dim=-1
+            )
+            / scale
+        )  # (b, h, 1, old + 1): pontuações, não o cache
+        weights = torch.softmax(scores, dim=-1)
+        out = weights[..., :old] @ cache_v[:, :, :old] + weights[..., old:] @ v_new
+        _write(cache_k, cache_v, k_new, v_new, pos % window)
         return out
 
-    _rejected(ex.check_merge_partials, changes_one, capsys, f"modificou `{name}` no lugar")
-
-
-def test_merge_cut_gradient_is_rejected(capsys):
-    def under_no_grad(o1, lse1, o2, lse2):
-        with torch.no_grad():
-            return merge(o1, lse1, o2, lse2)
-
-    def detached_weights(o1, lse1, o2, lse2):
-        lse = torch.logaddexp(lse1, lse2).detach()
-        return o1 * torch.exp(lse1 - lse) + o2 * torch.exp(lse2 - lse), lse
-
-    _rejected(ex.check_merge_partials, under_no_grad, capsys, "não tem gradiente")
-    _rejected(ex.check_merge_partials, detached_weights, capsys, "gradiente em relação a")
-
-
-def test_merge_table_of_fixed_cases_is_rejected(capsys):
-    def memorizes(o1, lse1, o2, lse2):  # só acerta os lotes (1,) e (2, 2) dos casos fixos
-        if o1.dim() == 4 or o1.shape[0] == 1:
-            return merge(o1, lse1, o2, lse2)
-        return (o1 + o2) / 2, torch.maximum(lse1, lse2)
-
-    _rejected(ex.check_merge_partials, memorizes, capsys, "caso sorteado, semente")
-
-
-def test_merge_typical_mistakes_are_diagnosed(capsys):
-    def naive_exp(o1, lse1, o2, lse2):
-        w1, w2 = torch.exp(lse1), torch.exp(lse2)
-        return (o1 * w1 + o2 * w2) / (w1 + w2), torch.log(w1 + w2)
+    def no_scale(cache_k, cache_v, q, k_new, v_new, pos):
+        window = cache_k.shape[-2]
+        _write(cache_k, cache_v, k_new, v_new, pos % window)
+        filled = min(pos + 1, window)
+        return _attend(q, cache_k[:, :, :filled], cache_v[:, :, :filled], scale=False)
 
     for answer, fragment in [
-        (naive_exp, "estoura"),
-        (lambda o1, l1, o2, l2: ((o1 + o2) / 2, torch.logaddexp(l1, l2)), "média simples"),
-        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], l1 + l2), "não a soma"),
-        (lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], torch.maximum(l1, l2)), "não o máximo"),
-        (lambda o1, l1, o2, l2: merge(o1, l2, o2, l1), "pesos estão trocados"),
-        (lambda o1, l1, o2, l2: merge(o1, l1, o2, l2)[0], "tupla (saída, lse)"),
-        (
-            lambda o1, l1, o2, l2: (merge(o1, l1, o2, l2)[0], merge(o1, l1, o2, l2)[1][..., 0]),
-            "esperava o `lse` com forma",
-        ),
+        (attends_to_garbage, "vagas que ainda não receberam nenhum token"),
+        (attends_before_writing, "W + 1"),
+        (no_scale, "sqrt(d_h)"),
+        (lambda *args: rolling_step(*args)[..., :-1], "esperava o resultado com forma"),
     ]:
-        _rejected(ex.check_merge_partials, answer, capsys, fragment)
+        _rejected(ex.check_rolling_step, answer, capsys, fragment)
 
 
-def test_merge_large_scores_really_overflow():
-    # O caso de pontuações enormes precisa de fato estourar a conta ingênua em float64.
-    gen, seed = torch.Generator().manual_seed(0), 0
-    huge = [case for case in module._merge_cases(gen, seed) if case[-1] > 100]
-    assert huge
-    _, batch, t, s, scale = huge[0]
-    q = torch.randn(*batch, t, 4, dtype=torch.float64) * scale
-    k = torch.randn(*batch, s, 4, dtype=torch.float64)
-    lse = module._partial(q, k, k)[1]
-    assert not torch.isfinite(torch.exp(lse)).all()
+@pytest.mark.parametrize("name", ["q", "k_new", "v_new"])
+def test_rolling_step_in_place_on_the_token_is_rejected(name, capsys):
+    def changes_one(cache_k, cache_v, q, k_new, v_new, pos):
+        out = rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+        {"q": q, "k_new": k_new, "v_new": v_new}[name].mul_(2.0)
+        return out
+
+    _rejected(ex.check_rolling_step, changes_one, capsys, f"modificou `{name}` no lugar")
+
+
+def test_rolling_step_table_of_fixed_cases_is_rejected(capsys, monkeypatch):
+    fixed = {(1, 2, 4, 8), (2, 3, 3, 4), (1, 1, 2, 5), (1, 2, 8, 4)}
+
+    def memorizes(cache_k, cache_v, q, k_new, v_new, pos):  # só acerta os casos fixos
+        if tuple(cache_k.shape) in fixed:
+            return rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+        return v_new.clone()
+
+    monkeypatch.setenv("TPT_EXERCISE_SEED", "1")
+    gen, seed = torch.Generator().manual_seed(1), 1
+    drawn = module._rolling_cases(gen, seed)[-1][1]
+    assert drawn[:4] not in fixed
+    _rejected(ex.check_rolling_step, memorizes, capsys, "caso sorteado, semente 1")
+
+
+def test_rolling_step_reference_is_the_sliding_window_mask():
+    # A referência da conferência é a linha pos da atenção com tpt.sliding_window_mask.
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 9, 4, generator=gen, dtype=torch.float64) for _ in range(3))
+    window = 3
+    full, _ = tpt.scaled_dot_product_attention(
+        q, k, v, attn_mask=tpt.sliding_window_mask(9, window)
+    )
+    for pos in range(9):
+        row = module._window_reference(q[:, :, pos : pos + 1], k, v, pos, window)
+        assert torch.allclose(row, full[:, :, pos : pos + 1])

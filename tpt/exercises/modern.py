@@ -6,38 +6,43 @@
    nenhum tensor do tamanho de K (ou V) repetido ``g`` vezes pode ser criado durante a
    chamada, nem pela resposta nem pelo PyTorch por baixo (um ``matmul`` com broadcast
    copia o operando expandido).
-3. :func:`check_merge_partials`: juntar dois resultados parciais de atenção (saída
-   normalizada, log-soma-exp), como no Flash-Decoding e na atenção em anel.
+3. :func:`check_rolling_step`: um passo da geração com o cache circular da atenção com
+   janela deslizante (Mistral): a chave e o valor da posição ``pos`` vão, no lugar, para
+   a vaga ``pos % W`` de um cache de ``W`` vagas, sem copiar o cache, e o token novo
+   atende às vagas preenchidas.
 
-As três contas ficam num caminho treinável (consultas e chaves de um modelo, a atenção
-do treino em anel): a conferência passa entradas que pedem gradiente e compara os
-gradientes com os da referência. Há casos fixos e casos sorteados a cada execução; um
-diagnóstico só aparece quando a variante errada correspondente foi calculada e bateu.
+As contas dos exercícios 1 e 2 ficam num caminho treinável (consultas e chaves de um
+modelo): a conferência passa entradas que pedem gradiente e compara os gradientes com os
+da referência. O 3 é um passo de geração, sem gradiente. Há casos fixos e casos
+sorteados a cada execução; um diagnóstico só aparece quando a variante errada
+correspondente foi calculada e bateu.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
 
+from tpt import positional
 from tpt.exercises.core import exercise, expect, expect_close, max_abs_diff
 from tpt.exercises.guards import call_answer, case_generator, check_gradients
 from tpt.exercises.rules import (
     ATTENTION_KERNEL_OPS,
+    functions_from_file,
     record_ops,
     record_python_calls,
     record_torch_calls,
 )
 from tpt.numfmt import fmt
-from tpt.positional import RotaryEmbedding, apply_rope
 
-__all__ = ["check_rope_half", "check_gqa_attention", "check_merge_partials"]
+__all__ = ["check_rope_half", "check_gqa_attention", "check_rolling_step"]
 
 _ATOL = 1e-5
+_POSITIONAL_FILE = positional.__file__
 
 
 # --------------------------------------------------------------------------------------
@@ -135,10 +140,15 @@ def check_rope_half(rope_half: Callable[[Tensor, float], Tensor]) -> None:
         x = torch.randn(*shape, generator=gen, dtype=torch.float64)
         with record_python_calls() as codes:
             received = call_answer(rope_half, {"x": x, "theta": theta}, where, _ROPE_HINT)
+        # Qualquer função de tpt/positional.py: apply_rope, a construção do RotaryEmbedding
+        # (que monta as tabelas de cos e sin), o forward, as frequências, a senoidal.
+        used = functions_from_file(codes, _POSITIONAL_FILE)
         expect(
-            not {apply_rope.__code__, RotaryEmbedding.forward.__code__} & codes,
-            f"{where}, sua função usou tpt.apply_rope ou tpt.RotaryEmbedding (que giram pares "
-            "vizinhos): o exercício pede a rotação metade e metade escrita por você.",
+            not used,
+            f"{where}, sua função rodou código de posição do tpt ({', '.join(sorted(used))}, "
+            "de tpt/positional.py): o exercício pede a rotação metade e metade escrita por "
+            "você, sem tpt.apply_rope, tpt.RotaryEmbedding (nem as suas tabelas de cos e sin) "
+            "ou outra função de tpt/positional.py.",
         )
         expected = _rope_half(x, theta)
         variants = [(diagnosis, wrong(x, theta)) for diagnosis, wrong in _ROPE_VARIANTS]
@@ -289,133 +299,162 @@ def check_gqa_attention(gqa_attention: Callable[[Tensor, Tensor, Tensor], Tensor
 
 
 # --------------------------------------------------------------------------------------
-# Exercício 3: juntar dois resultados parciais (saída, log-soma-exp)
+# Exercício 3: o cache circular da janela deslizante (um passo da geração)
 # --------------------------------------------------------------------------------------
-_MERGE_HINT = (
-    "Confira a assinatura, merge(o1, lse1, o2, lse2), e as formas: o1, o2 são (..., t, d_v) e "
-    "lse1, lse2 são (..., t, 1); devolva a tupla (o, lse)."
+_ROLLING_HINT = (
+    "Confira a assinatura, rolling_step(cache_k, cache_v, q, k_new, v_new, pos), e as formas: "
+    "q, k_new e v_new são (b, h, 1, d_h), o token da posição pos; cache_k e cache_v são "
+    "(b, h, W, d_h), com W = cache_k.shape[-2]; devolva a atenção (b, h, 1, d_h)."
 )
 
 
-def _partial(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Atenção só sobre estas chaves: (saída normalizada (..., t, d_v), lse (..., t, 1))."""
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., t, s)
-    lse = torch.logsumexp(scores, dim=-1, keepdim=True)  # (..., t, 1)
-    return torch.exp(scores - lse) @ v, lse
+def _attend(q: Tensor, k: Tensor, v: Tensor, *, scale: bool = True) -> Tensor:
+    """Atenção sem máscara de ``q (b, h, 1, d_h)`` sobre ``k, v (b, h, n, d_h)``."""
+    scores = q @ k.transpose(-2, -1)  # (b, h, 1, n)
+    if scale:
+        scores = scores / math.sqrt(q.shape[-1])
+    return torch.softmax(scores, dim=-1) @ v  # (b, h, 1, d_h)
 
 
-def _merge(o1: Tensor, lse1: Tensor, o2: Tensor, lse2: Tensor) -> tuple[Tensor, Tensor]:
-    lse = torch.logaddexp(lse1, lse2)  # (..., t, 1)
-    return o1 * torch.exp(lse1 - lse) + o2 * torch.exp(lse2 - lse), lse
+def _window_reference(q: Tensor, keys: Tensor, values: Tensor, pos: int, window: int) -> Tensor:
+    """A atenção da posição ``pos`` com janela deslizante, a partir da sequência inteira.
+
+    ``keys``, ``values`` ``(b, h, L, d_h)``: a consulta vê as posições
+    ``pos - window + 1 .. pos`` (a máscara de ``tpt.sliding_window_mask``, linha ``pos``).
+    """
+    first = max(0, pos - window + 1)
+    return _attend(q, keys[:, :, first : pos + 1], values[:, :, first : pos + 1])
 
 
-def _merge_cases(
-    gen: torch.Generator, seed: int
-) -> list[tuple[str, tuple[int, ...], int, int, float]]:
-    """(descrição, lote, t, s, escala das consultas)."""
-    t = int(torch.randint(1, 5, (), generator=gen))
-    s = int(torch.randint(4, 12, (), generator=gen))
+def _rolling_cases(gen: torch.Generator, seed: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(descrição, (b, h, W, d_h, L)): L passos de geração com um cache de W vagas."""
+    window = int(torch.randint(2, 7, (), generator=gen))
+    shape = (
+        int(torch.randint(1, 3, (), generator=gen)),
+        int(torch.randint(1, 4, (), generator=gen)),
+        window,
+        int(torch.randint(2, 9, (), generator=gen)),
+        2 * window + int(torch.randint(1, window + 1, (), generator=gen)),
+    )
     return [
-        ("lote (1,), 3 consultas, 8 chaves", (1,), 3, 8, 1.0),
-        ("lote (2, 2), 4 consultas, 10 chaves", (2, 2), 4, 10, 1.0),
-        ("pontuações enormes (lse perto de mil)", (1,), 5, 6, 1000.0),
-        (
-            f"lote (2,), {t} consultas, {s} chaves (caso sorteado, semente {seed})",
-            (2,),
-            t,
-            s,
-            float(torch.empty(()).uniform_(0.5, 3, generator=gen)),
-        ),
+        ("W=4, 11 passos", (1, 2, 4, 8, 11)),
+        ("W=3, 10 passos, lote 2", (2, 3, 3, 4, 10)),
+        ("W=2, 7 passos", (1, 1, 2, 5, 7)),
+        ("W=8, só 5 passos (o cache nunca enche)", (1, 2, 8, 4, 5)),
+        (f"W={window}, {shape[-1]} passos (caso sorteado, semente {seed})", shape),
     ]
 
 
-def _call_merge(
-    merge: Callable[..., Any],
-    first: tuple[Tensor, Tensor],
-    second: tuple[Tensor, Tensor],
-    where: str,
-) -> tuple[Tensor, Tensor]:
-    args = {"o1": first[0], "lse1": first[1], "o2": second[0], "lse2": second[1]}
-    result = call_answer(merge, args, where, _MERGE_HINT)
-    expect(
-        isinstance(result, tuple) and len(result) == 2,
-        f"{where}, esperava uma tupla (saída, lse); recebi {type(result).__name__}"
-        + (f" com {len(result)} itens" if isinstance(result, tuple) else "")
-        + ".",
+def _cache_message(where: str, before: Tensor, after: Tensor, new: Tensor, slot: int) -> str:
+    """O que a resposta fez com o cache (já se sabe que ele não ficou como esperado)."""
+    slots = range(after.shape[2])
+    changed = [s for s in slots if not torch.equal(after[:, :, s], before[:, :, s])]
+    if not changed:
+        return (
+            f"{where}, o cache não mudou: a chave e o valor novos precisam ficar guardados, no "
+            f"lugar, na vaga pos % W = {slot} (os passos seguintes vão precisar deles)."
+        )
+    if (
+        len(changed) == 1
+        and changed[0] != slot
+        and torch.equal(after[:, :, changed[0]], new[:, :, 0])
+    ):
+        return (
+            f"{where}, o token novo foi para a vaga {changed[0]}; a vaga da posição pos é "
+            f"pos % W = {slot}."
+        )
+    if len(changed) > 1:
+        return (
+            f"{where}, mudaram as vagas {', '.join(map(str, changed))}: no cache circular só a "
+            f"vaga pos % W = {slot} muda; nada se move, a posição i fica na vaga i % W até ser "
+            "sobrescrita pela posição i + W."
+        )
+    return (
+        f"{where}, o cache não ficou como esperado: só a vaga pos % W = {slot} muda, e recebe "
+        "k_new[:, :, 0] (em cache_k) e v_new[:, :, 0] (em cache_v)."
     )
-    return result
 
 
-_OVERFLOW = (
-    "a conta com exp(lse) estoura quando as pontuações são grandes (exp(800) não cabe num "
-    "float): subtraia o máximo antes da exponencial, ou use torch.logaddexp."
-)
-_LSE_UNION = "o lse da união é log(exp(lse1) + exp(lse2)) (torch.logaddexp)"
+@exercise("Exercício 3 (cache circular da janela deslizante)")
+def check_rolling_step(rolling_step: Callable[..., Tensor]) -> None:
+    """``rolling_step(cache_k, cache_v (b, h, W, d_h), q, k_new, v_new (b, h, 1, d_h), pos)``.
 
-
-@exercise("Exercício 3 (juntar resultados parciais)")
-def check_merge_partials(merge: Callable[[Tensor, Tensor, Tensor, Tensor], Any]) -> None:
-    """``merge(o1, lse1, o2, lse2) -> (o, lse)`` da atenção sobre a união das chaves."""
+    Devolve ``(b, h, 1, d_h)`` e escreve, no lugar, a vaga ``pos % W`` dos dois caches.
+    """
     gen, seed = case_generator()
-    for description, batch, t, s, scale in _merge_cases(gen, seed):
-        where = f"Para {description}"
-        q = torch.randn(*batch, t, 4, generator=gen, dtype=torch.float64) * scale
-        k, v = (torch.randn(*batch, s, 4, generator=gen, dtype=torch.float64) for _ in range(2))
-        cut = s // 2
-        first, second = (
-            _partial(q, k[..., :cut, :], v[..., :cut, :]),
-            _partial(q, k[..., cut:, :], v[..., cut:, :]),
+    for description, (b, h, window, d_h, steps) in _rolling_cases(gen, seed):
+        queries, keys, values = (
+            torch.randn(b, h, steps, d_h, generator=gen, dtype=torch.float64) for _ in range(3)
         )
-        full_out, full_lse = _partial(q, k, v)
-        out, lse = _call_merge(merge, first, second, where)
-        (o1, lse1), (o2, lse2) = first, second
-        w1, w2 = torch.exp(lse1), torch.exp(lse2)  # estoura com pontuações enormes
-        naive = ((o1 * w1 + o2 * w2) / (w1 + w2), torch.log(w1 + w2))
-        if isinstance(out, Tensor) and out.shape == full_out.shape:
-            broken = ~torch.isfinite(out)  # (..., t, d_v)
-            tested = torch.equal(broken, ~torch.isfinite(naive[0]))  # a conta ingênua faz igual?
+        # O cache começa com lixo (como um torch.empty): valores quaisquer, longe dos tokens.
+        cache_k, cache_v = (
+            5 + 3 * torch.randn(b, h, window, d_h, generator=gen, dtype=torch.float64)
+            for _ in range(2)
+        )
+        for pos in range(steps):
+            where = f"Para b={b}, h={h}, d_h={d_h}, {description}, no passo pos={pos}"
+            q, k_new, v_new = (x[:, :, pos : pos + 1].clone() for x in (queries, keys, values))
+            before_k, before_v = cache_k.clone(), cache_v.clone()
+            # Os caches vão na frente, fora de call_answer: eles devem mudar (no lugar).
+            step = functools.partial(rolling_step, cache_k, cache_v)
+            with record_ops() as ops:
+                received = call_answer(
+                    step, {"q": q, "k_new": k_new, "v_new": v_new, "pos": pos}, where, _ROLLING_HINT
+                )
+            # Operações no lugar (nome terminado em "_") devolvem o próprio cache: não contam.
+            copies = [
+                (op, shape)
+                for op, shape in ops.outputs
+                if not op.endswith("_") and math.prod(shape) >= cache_k.numel()
+            ]
             expect(
-                not bool(broken.any()),
-                f"{where}, a saída tem inf ou NaN" + (f": {_OVERFLOW}" if tested else "."),
+                not copies,
+                f"{where}, durante a chamada foi criado um tensor {copies[0][1] if copies else ''}"
+                f" (pela operação {copies[0][0] if copies else ''}) com tantos elementos quanto "
+                "o cache: o cache foi copiado (um torch.cat, um torch.roll, um clone, um "
+                "torch.where sobre o cache inteiro...). No cache circular nada se move: escreva "
+                "só a vaga pos % W, no lugar, e atenda às vagas como estão.",
             )
-        out_variants = [
-            (_OVERFLOW, naive[0]),
-            (
-                "a média simples das duas saídas ignora quanta massa do softmax cada bloco "
-                "tem: pese cada saída por exp(lse_i - lse).",
-                (o1 + o2) / 2,
-            ),
-            (
-                "os pesos estão trocados: a saída do bloco 1 é pesada por exp(lse1 - lse), a "
-                "do bloco 2 por exp(lse2 - lse).",
-                _merge(o1, lse2, o2, lse1)[0],
-            ),
-        ]
-        expect_close(
-            out, full_out, where, atol=_ATOL, name="o resultado `o`", variants=out_variants
-        )
-        lse_variants = [
-            (f"{_LSE_UNION}, não a soma.", lse1 + lse2),
-            (f"{_LSE_UNION}, não o máximo.", torch.maximum(lse1, lse2)),
-            (_OVERFLOW, naive[1]),
-        ]
-        expect_close(lse, full_lse, where, atol=_ATOL, name="o `lse`", variants=lse_variants)
-    # Três blocos, juntados em sequência: merge(merge(A, B), C).
-    q = torch.randn(2, 3, 4, generator=gen, dtype=torch.float64)
-    k, v = (torch.randn(2, 9, 4, generator=gen, dtype=torch.float64) for _ in range(2))
-    blocks = [_partial(q, k[:, i : i + 3], v[:, i : i + 3]) for i in (0, 3, 6)]
-    where = "Juntando três blocos de 3 chaves, merge(merge(A, B), C)"
-    out, lse = _call_merge(merge, _call_merge(merge, blocks[0], blocks[1], where), blocks[2], where)
-    full_out, full_lse = _partial(q, k, v)
-    expect_close(out, full_out, where, atol=_ATOL, name="o resultado `o`")
-    expect_close(lse, full_lse, where, atol=_ATOL, name="o `lse`")
-    # O gradiente: na atenção em anel do treino, esta junção fica no caminho dos pesos.
-    o1, lse1 = blocks[0]
-    o2, lse2 = blocks[1]
-    check_gradients(
-        lambda o1, lse1, o2, lse2: torch.cat(merge(o1, lse1, o2, lse2), dim=-1).to(o1.dtype),
-        lambda o1, lse1, o2, lse2: torch.cat(_merge(o1, lse1, o2, lse2), dim=-1),
-        {"o1": o1, "lse1": lse1, "o2": o2, "lse2": lse2},
-        "No teste de gradiente",
-        atol=1e-6,
-    )
+            slot = pos % window
+            for name, cache, before, new in (
+                ("cache_k", cache_k, before_k, k_new),
+                ("cache_v", cache_v, before_v, v_new),
+            ):
+                expected = before.clone()
+                expected[:, :, slot] = new[:, :, 0]
+                expect(
+                    cache.shape == expected.shape and torch.equal(cache, expected),
+                    _cache_message(f"{where}, em `{name}`", before, cache, new, slot)
+                    if cache.shape == expected.shape
+                    else f"{where}, `{name}` mudou de forma: {tuple(cache.shape)}.",
+                )
+            filled = min(pos + 1, window)
+            old = slice(0, min(pos, window))  # as vagas preenchidas antes deste passo
+            variants = [
+                (
+                    "o token atendeu também às vagas que ainda não receberam nenhum token (o "
+                    "lixo do começo do cache): enquanto pos < W - 1, só as vagas 0..pos valem.",
+                    _attend(q, cache_k, cache_v),
+                ),
+                (
+                    "o token atendeu ao cache de antes da escrita e à chave nova: são W + 1 "
+                    "chaves, e a da posição pos - W já saiu da janela. Escreva a vaga pos % W "
+                    "antes de calcular a atenção.",
+                    _attend(
+                        q,
+                        torch.cat((before_k[:, :, old], k_new), dim=2),
+                        torch.cat((before_v[:, :, old], v_new), dim=2),
+                    ),
+                ),
+                (
+                    "faltou dividir as pontuações por sqrt(d_h).",
+                    _attend(q, cache_k[:, :, :filled], cache_v[:, :, :filled], scale=False),
+                ),
+            ]
+            expect_close(
+                received,
+                _window_reference(q, keys, values, pos, window),
+                where,
+                atol=_ATOL,
+                variants=variants,
+            )
