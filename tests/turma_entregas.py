@@ -152,6 +152,8 @@ def light_class(course: dict[str, CourseNotebook]) -> dict[str, dict[str, object
     other = nbformat.v4.new_notebook()
     other.cells = [nbformat.v4.new_markdown_cell("# Outro curso"),
                    nbformat.v4.new_code_cell("import math\nprint(math.pi)")]
+    for k, cell in enumerate(other.cells):
+        cell.id = f"outro-{k}"
     out["outro_curso"] = {f"{LIGHT}.ipynb": other}
     out["vazio"] = {".gitkeep": b""}
     assert f2  # os nomes vêm do curso, não de uma lista fixa
