@@ -75,8 +75,11 @@ def test_student_copy_has_no_solution(stem, tmp_path):
 
 
 def test_copies_command_writes_every_notebook(tmp_path):
-    subprocess.run([sys.executable, "-m", "tpt.turma", "copias", str(tmp_path / "turma")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "tpt.turma", "copias", str(tmp_path / "turma")],
+        check=True,
+        capture_output=True,
+    )
     names = sorted(p.name for p in (tmp_path / "turma").glob("*.ipynb"))
     assert names == sorted(c.path.name for c in COURSE.values())
 
@@ -87,10 +90,25 @@ def test_student_copy_passes_nbval(tmp_path):
     path = tmp_path / course.path.name
     nbformat.write(student_notebook(course), path)
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", str(path), "--nbval", "--nbval-current-env",
-         "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), "-q",
-         "-p", "no:cacheprovider", "-p", "no:xdist"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:]
 
@@ -104,7 +122,7 @@ def test_nbgrader_source_notebook(stem):
     solutions = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
     grades = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
     assert len(solutions) == len(grades) == len(course.exercises)
-    for cell, exercise in zip(solutions, course.exercises):
+    for cell, exercise in zip(solutions, course.exercises, strict=True):
         assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
         assert cell.source.startswith(f"def {exercise.function_name}(")
         compile(cell.source, "solucao", "exec")
@@ -132,8 +150,11 @@ def test_shipped_submissions_are_current(tmp_path):
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -149,15 +170,38 @@ def graded(tmp_path_factory):
     before = _digest(entregas)
     out = tmp_path_factory.mktemp("saida") / "correcao"
     done = subprocess.run(
-        [sys.executable, "-m", "tpt.turma", "corrigir", str(entregas), "-o", str(out),
-         "-j", "2", "--tempo", "60", "--memoria", "3G", "--semente", "7", "--sem-barra"],
-        capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            "-m",
+            "tpt.turma",
+            "corrigir",
+            str(entregas),
+            "-o",
+            str(out),
+            "-j",
+            "2",
+            "--tempo",
+            "60",
+            "--memoria",
+            "3G",
+            "--semente",
+            "7",
+            "--sem-barra",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     with open(out / "notas.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
-    return {"rows": rows, "out": out, "before": before, "after": _digest(entregas),
-            "stdout": done.stdout}
+    return {
+        "rows": rows,
+        "out": out,
+        "before": before,
+        "after": _digest(entregas),
+        "stdout": done.stdout,
+    }
 
 
 def test_csv_columns_and_values(graded):
@@ -175,14 +219,19 @@ def test_csv_columns_and_values(graded):
 def test_each_case_gets_its_situation(graded, student):
     rows = [r for r in graded["rows"] if r["aluno"] == student and r["notebook"] == fixtures.LIGHT]
     got = {int(r["exercicio"]): r["situacao"] for r in rows}
-    want = {e.number: fixtures.expected(student, e.number) for e in COURSE[fixtures.LIGHT].exercises}
+    want = {
+        e.number: fixtures.expected(student, e.number) for e in COURSE[fixtures.LIGHT].exercises
+    }
     assert got == want, [r["mensagem"] for r in rows]
 
 
 def test_reference_solutions_are_right_in_every_notebook(graded):
     rows = [r for r in graded["rows"] if r["aluno"] == "referencia"]
-    wrong = [(r["notebook"], r["exercicio"], r["situacao"], r["mensagem"]) for r in rows
-             if r["situacao"] != "certo"]
+    wrong = [
+        (r["notebook"], r["exercicio"], r["situacao"], r["mensagem"])
+        for r in rows
+        if r["situacao"] != "certo"
+    ]
     assert not wrong
 
 
@@ -197,7 +246,9 @@ def test_outputs_and_submissions(graded):
     assert summary["referencia"]["total"] == str(total) == summary["referencia"]["maximo"]
     assert summary["certo"][fixtures.LIGHT] == str(len(COURSE[fixtures.LIGHT].exercises))
     page = (out / "errado.html").read_text(encoding="utf-8")
-    assert '<html lang="pt-BR">' in page and "❌" in page and "Semente dos casos sorteados: 7" in page
+    assert (
+        '<html lang="pt-BR">' in page and "❌" in page and "Semente dos casos sorteados: 7" in page
+    )
     assert "<eos>" not in page  # as mensagens saem escapadas (&lt;eos&gt;)
     assert (out / "vazio.html").exists()
 
@@ -206,6 +257,7 @@ def test_output_inside_submissions_is_refused(tmp_path):
     (tmp_path / "aluno").mkdir()
     done = subprocess.run(
         [sys.executable, "-m", "tpt.turma", "corrigir", str(tmp_path), "-o", str(tmp_path / "c")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 2 and "dentro das entregas" in done.stderr

@@ -41,8 +41,12 @@ def _nbgrader(course_dir: Path, *args: str) -> str:
     env["JUPYTER_DATA_DIR"] = str(course_dir / "jupyter-data")
     env["JUPYTER_RUNTIME_DIR"] = str(course_dir / "jupyter-runtime")
     done = subprocess.run(
-        [str(Path(NBGRADER_BIN) / "nbgrader"), *args], cwd=course_dir, env=env,
-        capture_output=True, text=True, timeout=900,
+        [str(Path(NBGRADER_BIN) / "nbgrader"), *args],
+        cwd=course_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     print(f"$ nbgrader {' '.join(args)}\n{done.stdout}{done.stderr}")
     assert done.returncode == 0, done.stderr[-3000:]
@@ -52,14 +56,21 @@ def _nbgrader(course_dir: Path, *args: str) -> str:
 def test_nbgrader_round_trip(tmp_path):
     course = load_course()[TASK]
     course_dir = tmp_path / "curso"
-    subprocess.run([sys.executable, "-m", "tpt.turma", "nbgrader", str(course_dir),
-                    "--notebook", TASK], check=True)
+    subprocess.run(
+        [sys.executable, "-m", "tpt.turma", "nbgrader", str(course_dir), "--notebook", TASK],
+        check=True,
+    )
     kernel = course_dir / "jupyter" / "kernels" / "python3"
     kernel.mkdir(parents=True)
-    (kernel / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (tpt)", "language": "python",
-    }))
+    (kernel / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (tpt)",
+                "language": "python",
+            }
+        )
+    )
 
     _nbgrader(course_dir, "generate_assignment", TASK, "--create")
     release = course_dir / "release" / TASK / f"{TASK}.ipynb"
@@ -78,8 +89,13 @@ def test_nbgrader_round_trip(tmp_path):
             if grade.get("solution"):
                 number = int(grade["grade_id"].split("_")[1])
                 exercise = next(e for e in course.exercises if e.number == number)
-                cell.source = exercise.solution if fill else cell.source.replace(
-                    'raise NotImplementedError("Escreva sua solução aqui")', "return None")
+                cell.source = (
+                    exercise.solution
+                    if fill
+                    else cell.source.replace(
+                        'raise NotImplementedError("Escreva sua solução aqui")', "return None"
+                    )
+                )
             if grade.get("grade"):  # o aluno "edita" a conferência: o nbgrader a restaura
                 cell.source = "solved = True"
         folder = course_dir / "submitted" / student / TASK

@@ -69,7 +69,7 @@ def minimal(course: CourseNotebook, answers: dict[int, str] | None = None):
     full = course.nb
     keep_ids = {full.cells[course.imports_index].id}
     end = section_end(full, course.section_index)
-    keep_ids |= {c.id for c in full.cells[course.section_index:end]}
+    keep_ids |= {c.id for c in full.cells[course.section_index : end]}
     answer_ids = {e.number: full.cells[e.answer_index].id for e in course.exercises}
     for number, source in (answers or {}).items():
         cell = next(c for c in nb.cells if c.id == answer_ids[number])
@@ -109,49 +109,79 @@ def light_class(course: dict[str, CourseNotebook]) -> dict[str, dict[str, object
     f1, f2 = c.exercises[0].function_name, c.exercises[1].function_name
     out: dict[str, dict[str, object]] = {}
     out["certo"] = {"tarefa.ipynb": minimal(c, ref)}
-    out["errado"] = {"x.ipynb": minimal(c, {e.number: returns_none(c, e.number) for e in c.exercises})}
+    out["errado"] = {
+        "x.ipynb": minimal(c, {e.number: returns_none(c, e.number) for e in c.exercises})
+    }
     out["pendente"] = {f"{LIGHT}.ipynb": student_notebook(c)}
     out["sintaxe"] = {"a.ipynb": minimal(c, {**ref, n1: ref[n1].replace("(", "((", 1)})}
     nb = minimal(c, ref)
     _insert_code(nb, 'raise RuntimeError("esta célula da aula quebra")', before_heading=True)
     out["quebra_antes"] = {"a.ipynb": nb}
-    out["laco_infinito"] = {"a.ipynb": minimal(c, {**ref, n2: with_body(c, n2, "while True:\n        pass")})}
+    out["laco_infinito"] = {
+        "a.ipynb": minimal(c, {**ref, n2: with_body(c, n2, "while True:\n        pass")})
+    }
     bomb = "import torch\nblocos = []\nwhile True:\n    blocos.append(torch.empty(2**28))\n"
-    out["bomba_memoria"] = {"a.ipynb": minimal(c, {
-        **ref,
-        n1: bomb + ref[n1],
-        n2: with_body(c, n2, "import torch\n    return [torch.empty(2**28) for _ in range(10**6)]"),
-    })}
+    out["bomba_memoria"] = {
+        "a.ipynb": minimal(
+            c,
+            {
+                **ref,
+                n1: bomb + ref[n1],
+                n2: with_body(
+                    c, n2, "import torch\n    return [torch.empty(2**28) for _ in range(10**6)]"
+                ),
+            },
+        )
+    }
     out["sys_exit"] = {"a.ipynb": minimal(c, {**ref, n1: ref[n1] + "\nimport sys\nsys.exit(1)\n"})}
-    out["os_exit"] = {"a.ipynb": minimal(c, {**ref, n2: with_body(c, n2, "import os\n    os._exit(3)")})}
+    out["os_exit"] = {
+        "a.ipynb": minimal(c, {**ref, n2: with_body(c, n2, "import os\n    os._exit(3)")})
+    }
     nb = minimal(c, ref)
     _insert_code(nb, "for _nome in dir(ex):\n    setattr(ex, _nome, lambda f: True)\n")
     out["troca_ex"] = {"a.ipynb": nb}
     nb = minimal(c, ref)
-    _insert_code(nb, "for _nome in dir(ex):\n    object.__setattr__(ex, _nome, lambda *a, **k: True)\n")
+    _insert_code(
+        nb, "for _nome in dir(ex):\n    object.__setattr__(ex, _nome, lambda *a, **k: True)\n"
+    )
     out["troca_ex_objeto"] = {"a.ipynb": nb}
     nb = minimal(c, {e.number: returns_none(c, e.number) for e in c.exercises})
-    _insert_code(nb, "import tpt.exercises.core as _core\n_core.expect = lambda condition, message: None\n")
+    _insert_code(
+        nb, "import tpt.exercises.core as _core\n_core.expect = lambda condition, message: None\n"
+    )
     out["troca_modulo"] = {"a.ipynb": nb}
     nb = minimal(c, {e.number: returns_none(c, e.number) for e in c.exercises})
-    _insert_code(nb, "import builtins\n_print = print\n"
-                     "builtins.print = lambda *a, **k: _print('✅ Exercício: correto!')\n")
+    _insert_code(
+        nb,
+        "import builtins\n_print = print\n"
+        "builtins.print = lambda *a, **k: _print('✅ Exercício: correto!')\n",
+    )
     out["troca_builtins"] = {"a.ipynb": nb}
     nb = student_notebook(c)
     for cell in nb.cells:
         if is_check_cell(cell):
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="✅ correto!\n"),
-                            nbformat.v4.new_output("execute_result", data={"text/plain": "True"},
-                                                   execution_count=1)]
+            cell.outputs = [
+                nbformat.v4.new_output("stream", name="stdout", text="✅ correto!\n"),
+                nbformat.v4.new_output(
+                    "execute_result", data={"text/plain": "True"}, execution_count=1
+                ),
+            ]
     out["saidas_editadas"] = {"a.ipynb": nb}
     nb = minimal(c, ref)
     nb.cells = [cell for cell in nb.cells if not is_check_cell(cell)]
     out["sem_conferencias"] = {"a.ipynb": nb}
-    out["renomeada"] = {"a.ipynb": minimal(c, {**ref, n1: ref[n1].replace(f"def {f1}(", f"def {f1}_v2(", 1)})}
-    out["nao_notebook"] = {"leia-me.txt": b"entreguei pelo e-mail\n", f"{LIGHT}.ipynb": b'{"cells": [ '}
+    out["renomeada"] = {
+        "a.ipynb": minimal(c, {**ref, n1: ref[n1].replace(f"def {f1}(", f"def {f1}_v2(", 1)})
+    }
+    out["nao_notebook"] = {
+        "leia-me.txt": b"entreguei pelo e-mail\n",
+        f"{LIGHT}.ipynb": b'{"cells": [ ',
+    }
     other = nbformat.v4.new_notebook()
-    other.cells = [nbformat.v4.new_markdown_cell("# Outro curso"),
-                   nbformat.v4.new_code_cell("import math\nprint(math.pi)")]
+    other.cells = [
+        nbformat.v4.new_markdown_cell("# Outro curso"),
+        nbformat.v4.new_code_cell("import math\nprint(math.pi)"),
+    ]
     for k, cell in enumerate(other.cells):
         cell.id = f"outro-{k}"
     out["outro_curso"] = {f"{LIGHT}.ipynb": other}
@@ -170,8 +200,10 @@ def write_class(dest: Path, students: dict[str, dict[str, object]]) -> None:
             if isinstance(content, bytes):
                 path.write_bytes(content)
             else:
-                path.write_text(json.dumps(content, ensure_ascii=False, indent=1, sort_keys=True)
-                                + "\n", encoding="utf-8")
+                path.write_text(
+                    json.dumps(content, ensure_ascii=False, indent=1, sort_keys=True) + "\n",
+                    encoding="utf-8",
+                )
 
 
 def main(dest: str) -> None:

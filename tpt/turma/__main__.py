@@ -53,17 +53,36 @@ def parser() -> argparse.ArgumentParser:
     sub = main.add_subparsers(dest="command", required=True)
     copies = sub.add_parser("copias", help="os notebooks para os alunos, sem as soluções")
     copies.add_argument("destino", nargs="?", default="turma", type=Path)
-    grade = sub.add_parser("corrigir", help="corrige uma pasta de entregas (uma subpasta por aluno)")
+    grade = sub.add_parser(
+        "corrigir", help="corrige uma pasta de entregas (uma subpasta por aluno)"
+    )
     grade.add_argument("entregas", type=Path)
     grade.add_argument("-o", "--saida", default=Path("correcao"), type=Path)
-    grade.add_argument("-j", "--jobs", default=1, type=_positive(int),
-                       help="notebooks corrigidos ao mesmo tempo (padrão 1)")
-    grade.add_argument("--tempo", default=300.0, type=_positive(float),
-                       help="segundos de relógio por notebook (padrão 300)")
-    grade.add_argument("--memoria", default=4 * 2**30, type=parse_memory,
-                       help="memória por notebook, como 4G ou 512M (padrão 4G)")
-    grade.add_argument("--semente", default=DEFAULT_SEED, type=int,
-                       help=f"semente dos casos sorteados das conferências (padrão {DEFAULT_SEED})")
+    grade.add_argument(
+        "-j",
+        "--jobs",
+        default=1,
+        type=_positive(int),
+        help="notebooks corrigidos ao mesmo tempo (padrão 1)",
+    )
+    grade.add_argument(
+        "--tempo",
+        default=300.0,
+        type=_positive(float),
+        help="segundos de relógio por notebook (padrão 300)",
+    )
+    grade.add_argument(
+        "--memoria",
+        default=4 * 2**30,
+        type=parse_memory,
+        help="memória por notebook, como 4G ou 512M (padrão 4G)",
+    )
+    grade.add_argument(
+        "--semente",
+        default=DEFAULT_SEED,
+        type=int,
+        help=f"semente dos casos sorteados das conferências (padrão {DEFAULT_SEED})",
+    )
     grade.add_argument("--sem-barra", action="store_true", help="sem barra de progresso")
     export = sub.add_parser("nbgrader", help="árvore source/ do nbgrader com as soluções marcadas")
     export.add_argument("destino", nargs="?", default="nbgrader", type=Path)
@@ -83,8 +102,10 @@ def cmd_nbgrader(args) -> int:
     from tpt.turma.nbgrader import write_source_tree
 
     paths = write_source_tree(args.destino, only=args.notebook)
-    print(f"{fmt(len(paths) - 1)} tarefas do nbgrader em {args.destino}/source/ "
-          f"(e {args.destino}/nbgrader_config.py)")
+    print(
+        f"{fmt(len(paths) - 1)} tarefas do nbgrader em {args.destino}/source/ "
+        f"(e {args.destino}/nbgrader_config.py)"
+    )
     return 0
 
 
@@ -97,8 +118,11 @@ def cmd_grade(args) -> int:
 
     entregas, saida = args.entregas.resolve(), args.saida.resolve()
     if saida == entregas or entregas in saida.parents:
-        print(f"erro: a saída {args.saida} fica dentro das entregas {args.entregas}; "
-              "escolha outra pasta com -o.", file=sys.stderr)
+        print(
+            f"erro: a saída {args.saida} fica dentro das entregas {args.entregas}; "
+            "escolha outra pasta com -o.",
+            file=sys.stderr,
+        )
         return 2
     if args.semente < 0:
         print(f"erro: --semente {args.semente} é negativa; use um inteiro >= 0.", file=sys.stderr)

@@ -27,8 +27,14 @@ import traceback
 from typing import Any
 
 MARKS = ("✅", "❌", "⏳")
-MEMORY_HINTS = ("MemoryError", "can't allocate memory", "not enough memory",
-                "DefaultCPUAllocator", "std::bad_alloc", "Cannot allocate memory")
+MEMORY_HINTS = (
+    "MemoryError",
+    "can't allocate memory",
+    "not enough memory",
+    "DefaultCPUAllocator",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+)
 
 
 class Channel:
@@ -143,9 +149,14 @@ def main(fd: int) -> None:
         err = _run(shell, cell["source"], f"célula-{cell['index']}")
         if err is not None:
             memory = isinstance(err, MemoryError) or _is_memory(str(err)) or _near_limit(before)
-            channel.send(kind="cell_error", index=cell["index"], exercise=cell["exercise"],
-                         memory=memory, exit=isinstance(err, SystemExit),
-                         message=_describe(err))
+            channel.send(
+                kind="cell_error",
+                index=cell["index"],
+                exercise=cell["exercise"],
+                memory=memory,
+                exit=isinstance(err, SystemExit),
+                message=_describe(err),
+            )
 
     for exercise in exercises:
         number = exercise["number"]
@@ -156,9 +167,13 @@ def main(fd: int) -> None:
             continue
         function = ns.get(exercise["function_name"])
         if function is None:
-            channel.send(kind="result", exercise=number, situacao="erro",
-                         mensagem=f"a função `{exercise['function_name']}` não está definida "
-                                  "no notebook entregue (apagada ou com outro nome?)")
+            channel.send(
+                kind="result",
+                exercise=number,
+                situacao="erro",
+                mensagem=f"a função `{exercise['function_name']}` não está definida "
+                "no notebook entregue (apagada ou com outro nome?)",
+            )
             continue
         buffer = io.StringIO()
         check = snapshot.callables[exercise["check_name"]]
@@ -168,8 +183,12 @@ def main(fd: int) -> None:
                 returned = check(function)
         except BaseException as err:  # noqa: BLE001 — a resposta chamou sys.exit, por exemplo
             situacao = "memória esgotada" if isinstance(err, MemoryError) else "erro"
-            channel.send(kind="result", exercise=number, situacao=situacao,
-                         mensagem=f"a função, chamada pela conferência, {_describe(err)}")
+            channel.send(
+                kind="result",
+                exercise=number,
+                situacao=situacao,
+                mensagem=f"a função, chamada pela conferência, {_describe(err)}",
+            )
             continue
         changes = snapshot.changes(ns)
         if changes:

@@ -186,13 +186,13 @@ def parse_course_notebook(path: Path) -> CourseNotebook:
     nb = read_json_notebook(Path(path).read_text(encoding="utf-8"))
     module = checks_module(nb)
     if module is None:
-        raise ValueError(f"{path.name}: nenhuma célula faz `ex = checks(\"...\")`.")
+        raise ValueError(f'{path.name}: nenhuma célula faz `ex = checks("...")`.')
     imports_index = next(
         i for i, c in enumerate(nb.cells) if c.cell_type == "code" and CHECKS_RE.search(c.source)
     )
     start = section_start(nb)
     if start is None:
-        raise ValueError(f"{path.name}: não achei o título da seção \"Exercícios\".")
+        raise ValueError(f'{path.name}: não achei o título da seção "Exercícios".')
     exercises = []
     for i, cell in enumerate(nb.cells):
         match = SOLUTION_RE.search(cell.source) if cell.cell_type == "markdown" else None

@@ -18,10 +18,23 @@ from tpt.turma.course import (
 from tpt.turma.sandbox import ChildRun, Limits, run_child
 from tpt.turma.submissions import Student, Submission
 
-SITUATIONS = ("certo", "errado", "pendente", "erro", "tempo esgotado", "memória esgotada",
-              "conferência alterada", "não entregue")
-MEMORY_HINTS = ("MemoryError", "can't allocate memory", "std::bad_alloc",
-                "Cannot allocate memory", "DefaultCPUAllocator")
+SITUATIONS = (
+    "certo",
+    "errado",
+    "pendente",
+    "erro",
+    "tempo esgotado",
+    "memória esgotada",
+    "conferência alterada",
+    "não entregue",
+)
+MEMORY_HINTS = (
+    "MemoryError",
+    "can't allocate memory",
+    "std::bad_alloc",
+    "Cannot allocate memory",
+    "DefaultCPUAllocator",
+)
 
 
 @dataclass
@@ -48,8 +61,11 @@ def build_job(course: CourseNotebook, nb: Any) -> dict[str, Any]:
     start = section_start(nb)
     if start is None:  # o título sumiu: começa na primeira célula que define uma resposta
         start = next(
-            (i for i, c in enumerate(nb.cells)
-             if c.cell_type == "code" and defined_names(c.source) & functions.keys()),
+            (
+                i
+                for i, c in enumerate(nb.cells)
+                if c.cell_type == "code" and defined_names(c.source) & functions.keys()
+            ),
             len(nb.cells),
         )
     end = section_end(nb, start)
@@ -64,12 +80,14 @@ def build_job(course: CourseNotebook, nb: Any) -> dict[str, Any]:
         if cell.cell_type != "code" or is_check_cell(cell) or not cell.source.strip():
             continue
         owners = [functions[n] for n in defined_names(cell.source) if n in functions]
-        cells.append({
-            "index": i + 1,
-            "source": cell.source,
-            "exercise": owners[0] if len(owners) == 1 else current,
-            "head": _head(cell.source),
-        })
+        cells.append(
+            {
+                "index": i + 1,
+                "source": cell.source,
+                "exercise": owners[0] if len(owners) == 1 else current,
+                "head": _head(cell.source),
+            }
+        )
     return {
         "prelude": course.trusted_prelude(),
         "cells": cells,
@@ -96,7 +114,9 @@ def interpret(course: CourseNotebook, job: dict, run: ChildRun) -> dict[int, tup
     tampered = [e for e in events if e.get("kind") == "tampered"]
     if tampered:
         changes = sorted({c for e in tampered for c in e.get("changes", [])})
-        shown = "; ".join(changes[:4]) + (f" (e mais {len(changes) - 4})" if len(changes) > 4 else "")
+        shown = "; ".join(changes[:4]) + (
+            f" (e mais {len(changes) - 4})" if len(changes) > 4 else ""
+        )
         message = f"o notebook mexeu nas conferências: {shown}"
         return {n: ("conferência alterada", message) for n in numbers}
     for event in events:
@@ -164,8 +184,15 @@ def grade_submission(course: CourseNotebook, submission: Submission, limits: Lim
     run = run_child(job, limits)
     verdicts = interpret(course, job, run)
     return [
-        Row(submission.student, course.stem, e.number, int(verdicts[e.number][0] == "certo"), 1,
-            verdicts[e.number][0], verdicts[e.number][1])
+        Row(
+            submission.student,
+            course.stem,
+            e.number,
+            int(verdicts[e.number][0] == "certo"),
+            1,
+            verdicts[e.number][0],
+            verdicts[e.number][1],
+        )
         for e in course.exercises
     ]
 
@@ -173,8 +200,9 @@ def grade_submission(course: CourseNotebook, submission: Submission, limits: Lim
 def missing_rows(student: str, course: CourseNotebook, notes: list[str]) -> list[Row]:
     extra = f" ({'; '.join(notes)})" if notes else ""
     message = f"nenhum arquivo entregue é o notebook {course.stem}{extra}"
-    return [Row(student, course.stem, e.number, 0, 1, "não entregue", message)
-            for e in course.exercises]
+    return [
+        Row(student, course.stem, e.number, 0, 1, "não entregue", message) for e in course.exercises
+    ]
 
 
 def grade_class(
@@ -187,8 +215,12 @@ def grade_class(
     """Corrige todos os alunos; as linhas saem em ordem de aluno, notebook e exercício."""
     from tqdm import tqdm
 
-    tasks = [(s, course[stem], s.submissions[stem]) for s in students
-             for stem in course if stem in s.submissions]
+    tasks = [
+        (s, course[stem], s.submissions[stem])
+        for s in students
+        for stem in course
+        if stem in s.submissions
+    ]
     results: dict[tuple[str, str], list[Row]] = {}
     bar = tqdm(total=len(tasks), desc="corrigindo", unit="notebook", disable=not progress)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:

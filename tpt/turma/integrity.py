@@ -19,15 +19,37 @@ from typing import Any
 
 # Nomes que o próprio IPython troca ao rodar uma célula.
 _VOLATILE = {"_", "__", "___", "exit", "quit", "get_ipython", "display", "__IPYTHON__"}
-_MODULES = ("torch", "torch.nn", "torch.nn.functional", "math", "inspect", "functools",
-            "contextlib", "io", "copy", "secrets", "random", "operator", "linecache",
-            "traceback", "types", "ast", "re", "numpy")
+_MODULES = (
+    "torch",
+    "torch.nn",
+    "torch.nn.functional",
+    "math",
+    "inspect",
+    "functools",
+    "contextlib",
+    "io",
+    "copy",
+    "secrets",
+    "random",
+    "operator",
+    "linecache",
+    "traceback",
+    "types",
+    "ast",
+    "re",
+    "numpy",
+)
 
 
 def _function_state(fn: Any) -> tuple:
     closure = tuple(id(c.cell_contents) for c in (fn.__closure__ or ()) if _filled(c))
-    return (id(fn.__code__), id(fn.__defaults__), id(fn.__kwdefaults__), closure,
-            id(fn.__globals__))
+    return (
+        id(fn.__code__),
+        id(fn.__defaults__),
+        id(fn.__kwdefaults__),
+        closure,
+        id(fn.__globals__),
+    )
 
 
 def _filled(cell: Any) -> bool:
@@ -91,15 +113,17 @@ class Snapshot:
     @staticmethod
     def _tpt_modules() -> list[str]:
         return sorted(
-            name for name, module in list(sys.modules.items())
-            if module is not None and (name == "tpt" or name.startswith("tpt."))
+            name
+            for name, module in list(sys.modules.items())
+            if module is not None
+            and (name == "tpt" or name.startswith("tpt."))
             and not name.startswith("tpt.turma")
         )
 
     def _watched(self) -> dict[str, dict]:
-        watched: dict[str, dict] = {"builtins": {
-            k: v for k, v in vars(builtins).items() if k not in _VOLATILE
-        }}
+        watched: dict[str, dict] = {
+            "builtins": {k: v for k, v in vars(builtins).items() if k not in _VOLATILE}
+        }
         for name in (*_MODULES, *self._tpt_modules()):
             module = sys.modules.get(name)
             if module is not None:
@@ -135,4 +159,3 @@ class Snapshot:
             if _function_state(fn) != state:
                 found.append(f"o código de `{label}` foi alterado")
         return sorted(set(found))
-

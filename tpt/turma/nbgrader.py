@@ -26,7 +26,7 @@ import nbformat
 from tpt.turma.copies import BELOW_RE, STUB
 from tpt.turma.course import CourseNotebook, load_course
 
-CONFIG = '''\
+CONFIG = """\
 # Gerado por `python -m tpt.turma nbgrader`: configuração do nbgrader para o curso.
 c = get_config()  # noqa: F821
 c.CourseDirectory.course_id = "transformers-do-zero"
@@ -36,7 +36,7 @@ c.ClearSolutions.enforce_metadata = True
 # Os notebooks treinam modelos pequenos: uma célula pode levar minutos numa CPU lenta.
 c.ExecutePreprocessor.timeout = 1800
 # Os casos sorteados das conferências usam a semente de TPT_EXERCISE_SEED, quando definida.
-'''
+"""
 POINTS = 1
 
 
@@ -81,7 +81,8 @@ def solution_cell_source(solution: str, function_name: str) -> str:
 def grade_cell_source(check_source: str, number: int) -> str:
     return (
         f"{check_source.rstrip()}\n"
-        f'assert solved_{number} is True, "a conferência do exercício {number} não aprovou a resposta"'
+        f"assert solved_{number} is True, "
+        f'"a conferência do exercício {number} não aprovou a resposta"'
     )
 
 
@@ -115,8 +116,9 @@ def nbgrader_notebook(course: CourseNotebook):
     return nb
 
 
-def write_source_tree(dest: Path, notebooks_dir: Path | None = None,
-                      only: list[str] | None = None) -> list[Path]:
+def write_source_tree(
+    dest: Path, notebooks_dir: Path | None = None, only: list[str] | None = None
+) -> list[Path]:
     """Grava ``dest/source/<tarefa>/<notebook>.ipynb`` e ``dest/nbgrader_config.py``."""
     course = load_course() if notebooks_dir is None else load_course(notebooks_dir)
     dest = Path(dest)

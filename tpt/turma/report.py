@@ -17,8 +17,16 @@ from tpt.numfmt import fmt
 from tpt.turma.grading import Row
 
 COLUMNS = ("aluno", "notebook", "exercicio", "pontos", "maximo", "situacao", "mensagem")
-ICONS = {"certo": "✅", "errado": "❌", "pendente": "⏳", "erro": "💥", "tempo esgotado": "⌛",
-         "memória esgotada": "🧱", "conferência alterada": "🚫", "não entregue": "📭"}
+ICONS = {
+    "certo": "✅",
+    "errado": "❌",
+    "pendente": "⏳",
+    "erro": "💥",
+    "tempo esgotado": "⌛",
+    "memória esgotada": "🧱",
+    "conferência alterada": "🚫",
+    "não entregue": "📭",
+}
 
 
 def write_grades(rows: list[Row], path: Path) -> None:
@@ -123,8 +131,9 @@ def page_name(student: str) -> str:
     return f"{safe}.html"
 
 
-def write_all(out: Path, rows: list[Row], notebooks: list[str], notes: dict[str, list[str]],
-              meta: dict) -> list[Path]:
+def write_all(
+    out: Path, rows: list[Row], notebooks: list[str], notes: dict[str, list[str]], meta: dict
+) -> list[Path]:
     """Grava tudo em ``out`` e devolve os caminhos."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,10 +145,12 @@ def write_all(out: Path, rows: list[Row], notebooks: list[str], notes: dict[str,
         by_student[row.aluno].append(row)
     for student, items in by_student.items():
         path = out / page_name(student)
-        path.write_text(student_page(student, items, notes.get(student, []), meta["semente"]),
-                        encoding="utf-8")
+        path.write_text(
+            student_page(student, items, notes.get(student, []), meta["semente"]), encoding="utf-8"
+        )
         paths.append(path)
-    (out / "correcao.json").write_text(json.dumps(meta, ensure_ascii=False, indent=2) + "\n",
-                                       encoding="utf-8")
+    (out / "correcao.json").write_text(
+        json.dumps(meta, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+    )
     paths.append(out / "correcao.json")
     return paths

@@ -96,7 +96,7 @@ def run_child(job: dict[str, Any], limits: Limits) -> ChildRun:
     result = ChildRun()
     read_fd, write_fd = os.pipe()
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="tpt-correcao-") as folder:
+    with tempfile.TemporaryDirectory(prefix="tpt-correcao-", ignore_cleanup_errors=True) as folder:
         scratch = Path(folder)
         stderr_path = scratch.parent / f"{scratch.name}.stderr"
         with open(stderr_path, "wb") as stderr:

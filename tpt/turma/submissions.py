@@ -37,7 +37,9 @@ def read_notebook(path: Path) -> tuple[Any | None, str]:
     try:
         nb = read_json_notebook(text)
         for cell in nb.cells:
-            if cell.cell_type not in ("code", "markdown", "raw") or not isinstance(cell.source, str):
+            if cell.cell_type not in ("code", "markdown", "raw") or not isinstance(
+                cell.source, str
+            ):
                 raise ValueError("célula sem tipo ou sem texto")
     except Exception as err:  # noqa: BLE001 — JSON inválido, formato desconhecido...
         return None, f"não é um notebook válido ({type(err).__name__}: {str(err)[:120]})"
@@ -55,7 +57,8 @@ def collect(folder: Path, course: dict[str, CourseNotebook]) -> list[Student]:
     for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
         student = Student(sub.name)
         files = sorted(
-            p for p in sub.rglob("*")
+            p
+            for p in sub.rglob("*")
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(sub).parts)
         )
         if not files:
@@ -74,9 +77,11 @@ def collect(folder: Path, course: dict[str, CourseNotebook]) -> list[Student]:
             if previous is not None:
                 newer = path.stat().st_mtime > previous.path.stat().st_mtime
                 kept, dropped = (path, previous.path) if newer else (previous.path, path)
+                kept_name = kept.relative_to(sub).as_posix()
+                dropped_name = dropped.relative_to(sub).as_posix()
                 student.notes.append(
-                    f"{stem}: dois arquivos; vale o mais recente, {kept.relative_to(sub).as_posix()} "
-                    f"(ignorado: {dropped.relative_to(sub).as_posix()})"
+                    f"{stem}: dois arquivos; vale o mais recente, {kept_name} "
+                    f"(ignorado: {dropped_name})"
                 )
                 if not newer:
                     continue
