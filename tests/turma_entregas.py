@@ -120,7 +120,7 @@ def light_class(course: dict[str, CourseNotebook]) -> dict[str, dict[str, object
     out["laco_infinito"] = {
         "a.ipynb": minimal(c, {**ref, n2: with_body(c, n2, "while True:\n        pass")})
     }
-    bomb = "import torch\nblocos = []\nwhile True:\n    blocos.append(torch.empty(2**28))\n"
+    bomb = "import torch\nblocos = []\nwhile True:\n    blocos.append(torch.empty(2**24))\n"
     out["bomba_memoria"] = {
         "a.ipynb": minimal(
             c,
@@ -128,7 +128,7 @@ def light_class(course: dict[str, CourseNotebook]) -> dict[str, dict[str, object
                 **ref,
                 n1: bomb + ref[n1],
                 n2: with_body(
-                    c, n2, "import torch\n    return [torch.empty(2**28) for _ in range(10**6)]"
+                    c, n2, "import torch\n    return [torch.empty(2**24) for _ in range(10**6)]"
                 ),
             },
         )

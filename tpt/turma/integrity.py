@@ -15,6 +15,7 @@ import builtins
 import importlib
 import sys
 import types
+from pathlib import Path
 from typing import Any
 
 # Nomes que o próprio IPython troca ao rodar uma célula.
@@ -82,6 +83,31 @@ def _functions(namespace: dict, module_name: str) -> dict[str, Any]:
                 if isinstance(member, types.FunctionType):
                     found[f"{module_name}.{name}.{attr}"] = member
     return found
+
+
+def _torch_wrapper_of(new: Any, old: Any) -> bool:
+    """``new`` é um embrulho que o próprio PyTorch pôs em ``old``?
+
+    Ao importar ``torch._dynamo`` (sob demanda), o PyTorch troca ``torch.manual_seed`` por
+    ``torch._disable_dynamo(torch.manual_seed)``: outro objeto, com ``__wrapped__``
+    apontando o original e código de dentro do pacote torch. Isso não é o aluno.
+    """
+    import torch
+
+    code = getattr(new, "__code__", None)
+    if code is None or not code.co_filename.startswith(_torch_dir(torch)):
+        return False
+    seen = 0
+    while seen < 5 and hasattr(new, "__wrapped__"):
+        new = new.__wrapped__
+        seen += 1
+        if new is old:
+            return True
+    return False
+
+
+def _torch_dir(torch: Any) -> str:
+    return str(Path(torch.__file__).resolve().parent)
 
 
 class Snapshot:
@@ -153,7 +179,9 @@ class Snapshot:
             for key, ident in before.items():
                 if key not in now:
                     found.append(f"`{label}.{key}` foi apagado")
-                elif id(now[key]) != ident:
+                elif id(now[key]) != ident and not _torch_wrapper_of(
+                    now[key], self._kept[label][key]
+                ):
                     found.append(f"`{label}.{key}` foi trocado")
         for label, (fn, state) in self.functions.items():
             if _function_state(fn) != state:
