@@ -11,6 +11,10 @@
 #   make test-site   constrói o site e o confere (links, páginas, Colab; Chromium sem janela)
 #   make site-screenshots  capturas de tela do site em .cache/site/capturas/
 #   make release     confere versão, notebooks e site, e cria a tag v<versão>
+#   make turma       cópias dos notebooks para os alunos, sem as soluções, em turma/
+#   make corrigir ENTREGAS=pasta  corrige uma turma (uma subpasta por aluno) em correcao/
+#   make nbgrader    a árvore source/ do nbgrader em nbgrader/
+#   make test-nbgrader  a volta completa com o nbgrader 0.9.6 (.cache/nbgrader-venv)
 #   make clean       apaga caches e o ambiente virtual
 # Cada alvo cria (ou atualiza) o ambiente .venv sozinho: basta ter python3.
 
@@ -39,7 +43,7 @@ ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 XDIST ?= -n 2 --dist loadscope
 
-.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork site test-site site-screenshots release release-check
+.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork site test-site site-screenshots release release-check turma corrigir nbgrader test-nbgrader
 
 venv: $(STAMP)
 
@@ -80,6 +84,7 @@ lab: $(STAMP)
 
 bench: $(STAMP)
 	$(ISOLATED_ENV) $(PY) benchmarks/run.py
+	$(ISOLATED_ENV) $(PY) benchmarks/turma.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tpt tests scripts benchmarks site
@@ -124,6 +129,38 @@ release: site
 
 release-check: site
 	$(PYTHON) scripts/course_repo.py release $(SITE_DIR) --check
+
+# Kit do instrutor (tpt/turma/; README, "Para instrutores: turma e correção").
+# make corrigir ENTREGAS=entregas SAIDA=correcao JOBS=2 TEMPO=300 MEMORIA=4G
+TURMA    ?= turma
+ENTREGAS ?= tests/entregas
+SAIDA    ?= correcao
+JOBS     ?= 2
+TEMPO    ?= 300
+MEMORIA  ?= 4G
+NBGRADER_DIR ?= nbgrader
+
+turma: $(STAMP)
+	$(PY) -m tpt.turma copias $(TURMA)
+
+corrigir: $(STAMP)
+	$(ISOLATED_ENV) $(PY) -m tpt.turma corrigir $(ENTREGAS) -o $(SAIDA) -j $(JOBS) --tempo $(TEMPO) --memoria $(MEMORIA)
+
+nbgrader: $(STAMP)
+	$(PY) -m tpt.turma nbgrader $(NBGRADER_DIR)
+
+# O nbgrader num ambiente à parte, .cache/nbgrader-venv (como o do site). O bin/ dele vai
+# para o PATH: na primeira chamada o nbgrader roda o executável alembic por subprocesso.
+NBGRADER_VENV  := $(CACHE)/nbgrader-venv
+NBGRADER_STAMP := $(NBGRADER_VENV)/.instalado
+
+$(NBGRADER_STAMP): requirements-nbgrader.txt
+	@test -x $(NBGRADER_VENV)/bin/python || $(PYTHON) -m venv $(NBGRADER_VENV)
+	$(NBGRADER_VENV)/bin/python -m pip install -q -r requirements-nbgrader.txt
+	@touch $(NBGRADER_STAMP)
+
+test-nbgrader: $(NBGRADER_STAMP) $(STAMP)
+	$(ISOLATED_ENV) TPT_NBGRADER_BIN=$(NBGRADER_VENV)/bin $(PY) -m pytest tests/test_turma_nbgrader.py -q -s
 
 clean:
 	rm -rf $(VENV) $(CACHE) $(SITE_DIR) .pytest_cache .ruff_cache build dist *.egg-info

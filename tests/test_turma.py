@@ -1,0 +1,268 @@
+"""Kit do instrutor (tpt.turma): cópias, exportação para o nbgrader e correção de uma turma.
+
+A correção roda de verdade (um processo por notebook): uma turma sintética com todos os
+casos hostis do notebook leve (tests/turma_entregas.py) e um aluno com as soluções de
+referência de TODOS os notebooks, corrigidos juntos com ``-j 2``. Cada caso tem a
+situação esperada, e os certos continuam certos ao lado dos hostis.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tpt.turma.__main__ import parse_memory
+from tpt.turma.copies import student_notebook
+from tpt.turma.course import PENDING_MARK, is_check_cell, load_course
+from tpt.turma.grading import SITUATIONS
+from tpt.turma.nbgrader import nbgrader_notebook
+from tpt.turma.report import COLUMNS
+
+ROOT = Path(__file__).resolve().parent.parent
+COURSE = load_course()
+sys.path.insert(0, str(ROOT / "scripts"))
+sys.path.insert(0, str(ROOT / "tests"))
+import course_repo  # noqa: E402
+import turma_entregas as fixtures  # noqa: E402
+
+
+def _solution_lines(exercise) -> list[str]:
+    """Linhas do corpo da solução (sem a assinatura) que revelariam a resposta: as longas."""
+    import ast
+
+    start = ast.parse(exercise.solution).body[0].body[0].lineno - 1
+    return [ln.strip() for ln in exercise.solution.splitlines()[start:] if len(ln.strip()) > 25]
+
+
+def _reveals(exercise, text: str) -> bool:
+    """O texto traz a solução? (metade ou mais das linhas longas do corpo dela)."""
+    lines = _solution_lines(exercise)
+    return bool(lines) and 2 * sum(ln in text for ln in lines) >= len(lines)
+
+
+@pytest.mark.parametrize("stem", list(COURSE))
+def test_student_copy_has_no_solution(stem, tmp_path):
+    course = COURSE[stem]
+    nb = student_notebook(course)
+    path = tmp_path / course.path.name
+    nbformat.write(nb, path)
+    text = path.read_text(encoding="utf-8")
+    assert "Solução" not in text  # o `grep -r "Solução" turma/` da issue
+    assert "escondida logo abaixo" not in text
+    sources = "\n".join(c.source for c in nb.cells)
+    for exercise in course.exercises:
+        assert not _reveals(exercise, sources), exercise.number
+        assert exercise.solution.strip() not in sources
+    checks = [c for c in nb.cells if is_check_cell(c)]
+    assert len(checks) == len(course.exercises)
+    for cell in checks:
+        printed = "".join(o.get("text", "") for o in cell.outputs)
+        assert PENDING_MARK in printed and "✅" not in printed
+    assert nb.metadata["tpt"] == {"notebook": stem}
+    # Só saem as células de solução; as saídas da aula ficam.
+    assert len(nb.cells) == len(course.nb.cells) - len(course.exercises)
+    outputs = sum(len(c.get("outputs", [])) for c in nb.cells)
+    assert outputs == sum(len(c.get("outputs", [])) for c in course.nb.cells)
+    # Selo do Colab e célula de instalação iguais aos do curso (make fork reescreve o curso).
+    assert course_repo.notebook_pins(path) == course_repo.notebook_pins(course.path)
+
+
+def test_copies_command_writes_every_notebook(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "tpt.turma", "copias", str(tmp_path / "turma")],
+        check=True,
+        capture_output=True,
+    )
+    names = sorted(p.name for p in (tmp_path / "turma").glob("*.ipynb"))
+    assert names == sorted(c.path.name for c in COURSE.values())
+
+
+def test_student_copy_passes_nbval(tmp_path):
+    """A cópia do notebook leve roda inteira e confere com as saídas guardadas (nbval)."""
+    course = COURSE[fixtures.LIGHT]
+    path = tmp_path / course.path.name
+    nbformat.write(student_notebook(course), path)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(path),
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+@pytest.mark.parametrize("stem", list(COURSE))
+def test_nbgrader_source_notebook(stem):
+    course = COURSE[stem]
+    nb = nbgrader_notebook(course)
+    text = json.dumps(nb, ensure_ascii=False)
+    assert "<summary>Solução" not in text
+    solutions = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")]
+    grades = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    assert len(solutions) == len(grades) == len(course.exercises)
+    for cell, exercise in zip(solutions, course.exercises, strict=True):
+        assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
+        assert cell.source.startswith(f"def {exercise.function_name}(")
+        compile(cell.source, "solucao", "exec")
+    for cell in grades:
+        meta = cell.metadata["nbgrader"]
+        assert meta["locked"] and meta["points"] == 1
+        assert "assert solved_" in cell.source and not cell.outputs
+
+
+def test_parse_memory():
+    assert parse_memory("4G") == 4 * 2**30
+    assert parse_memory("512M") == 512 * 2**20
+    assert parse_memory("2,5") == int(2.5 * 2**30)
+    with pytest.raises(Exception, match="--memoria"):
+        parse_memory("muita")
+
+
+def test_shipped_submissions_are_current(tmp_path):
+    """tests/entregas/ é o que tests/turma_entregas.py gera hoje (regenere se mudar)."""
+    fixtures.write_class(tmp_path, fixtures.light_class(COURSE))
+    shipped = ROOT / "tests" / "entregas"
+    made = {p.relative_to(tmp_path): p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    have = {
+        p.relative_to(shipped): p.read_bytes()
+        for p in shipped.rglob("*")
+        # .ruff.toml (o ruff não confere as entregas) e caches ficam na raiz, fora dos alunos
+        if p.is_file() and not p.relative_to(shipped).parts[0].startswith(".")
+    }
+    assert made == have, "regenere: .venv/bin/python tests/turma_entregas.py tests/entregas"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """Corrige a turma sintética inteira uma vez (todos os casos, -j 2)."""
+    entregas = tmp_path_factory.mktemp("entregas")
+    students = fixtures.light_class(COURSE)
+    students["referencia"] = {
+        f"entrega_{k}.ipynb": fixtures.minimal(c, fixtures.reference(c))
+        for k, c in enumerate(COURSE.values())
+    }
+    fixtures.write_class(entregas, students)
+    before = _digest(entregas)
+    out = tmp_path_factory.mktemp("saida") / "correcao"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tpt.turma",
+            "corrigir",
+            str(entregas),
+            "-o",
+            str(out),
+            "-j",
+            "2",
+            "--tempo",
+            "60",
+            "--memoria",
+            "3G",
+            "--semente",
+            "7",
+            "--sem-barra",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out / "notas.csv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return {
+        "rows": rows,
+        "out": out,
+        "before": before,
+        "after": _digest(entregas),
+        "stdout": done.stdout,
+    }
+
+
+def test_csv_columns_and_values(graded):
+    rows = graded["rows"]
+    assert list(rows[0]) == list(COLUMNS)
+    assert {r["situacao"] for r in rows} <= set(SITUATIONS)
+    for r in rows:
+        assert r["pontos"] == ("1" if r["situacao"] == "certo" else "0") and r["maximo"] == "1"
+    students = {r["aluno"] for r in rows}
+    expected = len(students) * sum(len(c.exercises) for c in COURSE.values())
+    assert len(rows) == expected  # cada aluno × notebook × exercício, entregue ou não
+
+
+@pytest.mark.parametrize("student", list(fixtures.EXPECTED))
+def test_each_case_gets_its_situation(graded, student):
+    rows = [r for r in graded["rows"] if r["aluno"] == student and r["notebook"] == fixtures.LIGHT]
+    got = {int(r["exercicio"]): r["situacao"] for r in rows}
+    want = {
+        e.number: fixtures.expected(student, e.number) for e in COURSE[fixtures.LIGHT].exercises
+    }
+    assert got == want, [r["mensagem"] for r in rows]
+
+
+def test_reference_solutions_are_right_in_every_notebook(graded):
+    rows = [r for r in graded["rows"] if r["aluno"] == "referencia"]
+    wrong = [
+        (r["notebook"], r["exercicio"], r["situacao"], r["mensagem"])
+        for r in rows
+        if r["situacao"] != "certo"
+    ]
+    assert not wrong
+
+
+def test_outputs_and_submissions(graded):
+    out = graded["out"]
+    assert graded["before"] == graded["after"]  # nada mexeu nas entregas
+    meta = json.loads((out / "correcao.json").read_text(encoding="utf-8"))
+    assert meta["semente"] == 7
+    with open(out / "resumo.csv", encoding="utf-8", newline="") as file:
+        summary = {r["aluno"]: r for r in csv.DictReader(file)}
+    total = sum(len(c.exercises) for c in COURSE.values())
+    assert summary["referencia"]["total"] == str(total) == summary["referencia"]["maximo"]
+    assert summary["certo"][fixtures.LIGHT] == str(len(COURSE[fixtures.LIGHT].exercises))
+    page = (out / "errado.html").read_text(encoding="utf-8")
+    assert (
+        '<html lang="pt-BR">' in page and "❌" in page and "Semente dos casos sorteados: 7" in page
+    )
+    assert "<eos>" not in page  # as mensagens saem escapadas (&lt;eos&gt;)
+    assert (out / "vazio.html").exists()
+
+
+def test_output_inside_submissions_is_refused(tmp_path):
+    (tmp_path / "aluno").mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "tpt.turma", "corrigir", str(tmp_path), "-o", str(tmp_path / "c")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "dentro das entregas" in done.stderr
