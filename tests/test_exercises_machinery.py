@@ -857,3 +857,24 @@ def test_the_checks_own_diagnosis_still_comes_with_the_refusal(capsys):
 
     out = rejected(masks_ex.check_sliding_window_mask, off_by_one, capsys, "_window_variants")
     assert "Além disso" in out
+
+
+def test_a_callback_the_check_hands_over_may_be_called():
+    import tpt.exercises.masks as hidden
+    from tpt.exercises import allow_callback, sandbox
+
+    # Uma conferência que entrega uma função sua à resposta marca-a com allow_callback;
+    # a resposta pode chamá-la, e só ela.
+    def uses_the_callback(describe):
+        return describe(True)
+
+    def uses_a_private_helper(t):
+        return hidden._window_variants(t, 2)
+
+    allow_callback(hidden._describe)
+    with sandbox((uses_the_callback,)) as state:
+        call_answer(state.answers[0], {"describe": hidden._describe}, "No caso")
+    assert state.violation is None
+    with sandbox((uses_a_private_helper,)) as state:
+        call_answer(state.answers[0], {"t": 3}, "No caso")
+    assert "_window_variants" in state.violation

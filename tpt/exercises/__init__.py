@@ -40,6 +40,7 @@ from tpt.exercises.core import (
 from tpt.exercises.guards import (
     SEED_VARIABLE,
     Snapshot,
+    allow_callback,
     call_answer,
     case_generator,
     check_gradients,
@@ -85,6 +86,7 @@ __all__ = [
     "randint",
     "randsize",
     "sandbox",
+    "allow_callback",
     "seed_note",
     "fixed_seed",
     "SEED_VARIABLE",

@@ -76,7 +76,7 @@ def exercise(title: str) -> Callable[[Callable[..., Any]], Callable[..., bool]]:
             pending = False
             with sandbox(answers) as state:
                 try:
-                    check(*answers, **kwargs)
+                    check(*state.answers, **kwargs)
                 except NotImplementedError:
                     pending = True
                 except ExerciseError as err:

@@ -57,6 +57,7 @@ __all__ = [
     "randsize",
     "Snapshot",
     "sandbox",
+    "allow_callback",
 ]
 
 
@@ -421,6 +422,9 @@ class _Sandbox:
         self.depth = 0
         self.thread: int | None = None
         self.violation: str | None = None
+        self.profiling = False  # o perfil da guarda está ligado (a resposta roda)
+        # As respostas que a conferência deve chamar (as funções, embrulhadas pela guarda).
+        self.answers: tuple[Any, ...] = ()
 
 
 _STATE = _Sandbox()
@@ -525,8 +529,28 @@ def _short(err: BaseException) -> str:
     return first_line(err).split(" Hint:")[0]
 
 
+# Códigos de conferência que a resposta pode chamar: funções que a conferência entrega
+# à resposta como argumento (ver :func:`allow_callback`).
+_CALLBACKS: set[types.CodeType] = set()
+
+
+def allow_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Marca ``fn`` (definida num módulo de conferência) como algo que a resposta pode chamar.
+
+    A guarda recusa código de conferência chamado pela resposta; uma conferência que
+    entrega uma função sua à resposta (um modelo de brinquedo, um passo de geração)
+    passa-a por aqui: ``call_answer(answer, {"step": allow_callback(step)}, ...)``.
+    Só o ponto de entrada precisa ser marcado: o que ``fn`` chama é chamado por código
+    de conferência. Devolve ``fn``.
+    """
+    _CALLBACKS.update(_answer_codes(fn))
+    return fn
+
+
 def _check_caller(frame: types.FrameType) -> None:
     """``frame`` começa código de um módulo de conferência: quem chamou foi o aluno?"""
+    if frame.f_code in _CALLBACKS:
+        return
     caller = frame.f_back
     if _student_running(caller) and _STATE.violation is None:
         code = frame.f_code
@@ -585,17 +609,22 @@ def sandbox(answers: tuple[Any, ...] = ()) -> Iterator[_Sandbox]:
     proibido (ou ``None``): começar uma thread ou processo, executar código de um módulo
     de conferência (o caminho até ele não importa: quem chamou é o que conta), ou trocar
     o perfil ou o rastreamento do Python. ``answers`` (as respostas recebidas) não podem
-    ser elas mesmas código de conferência. Tudo o que foi trocado volta ao que era.
-    Aninhar é permitido (uma conferência dentro de outra usa a guarda de fora).
+    ser elas mesmas código de conferência; a conferência chama ``state.answers``, as
+    mesmas funções embrulhadas para que o perfil da guarda fique ligado só enquanto elas
+    rodam. Tudo o que foi trocado volta ao que era. Aninhar é permitido (uma conferência
+    dentro de outra usa a guarda de fora).
     """
     if _STATE.depth > 0:
         if _thread.get_ident() != _STATE.thread:
             raise RuntimeError("as conferências rodam uma por vez, na mesma thread.")
+        outer = _STATE.answers
+        _STATE.answers = tuple(_guarded(a) if _wrappable(a) else a for a in answers)
         _STATE.depth += 1
         try:
             yield _STATE
         finally:
             _STATE.depth -= 1
+            _STATE.answers = outer
         return
     _install_audit_hook()
     saved = [
@@ -610,24 +639,58 @@ def sandbox(answers: tuple[Any, ...] = ()) -> Iterator[_Sandbox]:
     try:
         for owner, name, original, what in saved:
             setattr(owner, name, _blocking(original, what, f"{owner.__name__}.{name}"))
-        sys.setprofile(_chained(previous_profile))
+        # O perfil (caro: o Python fica mais lento com ele) só fica ligado enquanto a
+        # resposta roda: cada função recebida é embrulhada. Uma resposta que não é função
+        # (um objeto chamável) deixa o perfil ligado na conferência inteira.
+        _STATE.answers = tuple(_guarded(a) if _wrappable(a) else a for a in answers)
+        whole = any(callable(a) and not _wrappable(a) for a in answers)
+        if whole:
+            sys.setprofile(_chained(previous_profile))
         _STATE.depth = 1
         try:
             yield _STATE
         finally:
             _STATE.depth = 0
-            current = sys.getprofile()
-            sys.setprofile(previous_profile)
-            if not getattr(current, "_tpt_guard", False) and _STATE.violation is None:
-                _STATE.violation = (
-                    "sua resposta trocou o perfil do Python (sys.setprofile), com que a "
-                    "conferência acompanha o que roda durante a chamada. Tire essa troca "
-                    "da função."
-                )
+            if whole:
+                _restore_profile(previous_profile)
     finally:
         for owner, name, original, _ in saved:
             setattr(owner, name, original)
         _STATE.thread = None
+        _STATE.profiling = False
+
+
+def _wrappable(answer: Any) -> bool:
+    return isinstance(answer, (types.FunctionType, types.MethodType, functools.partial))
+
+
+def _guarded(answer: Callable[..., Any]) -> Callable[..., Any]:
+    """``answer`` com o perfil da guarda ligado enquanto ela roda (``inspect`` vê a original)."""
+
+    @functools.wraps(answer)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if _STATE.profiling or not _active():
+            return answer(*args, **kwargs)
+        previous = sys.getprofile()
+        sys.setprofile(_chained(previous))
+        _STATE.profiling = True
+        try:
+            return answer(*args, **kwargs)
+        finally:
+            _STATE.profiling = False
+            _restore_profile(previous)
+
+    return guarded
+
+
+def _restore_profile(previous: Callable[..., Any] | None) -> None:
+    current = sys.getprofile()
+    sys.setprofile(previous)
+    if not getattr(current, "_tpt_guard", False) and _STATE.violation is None:
+        _STATE.violation = (
+            "sua resposta trocou o perfil do Python (sys.setprofile), com que a "
+            "conferência acompanha o que roda durante a chamada. Tire essa troca da função."
+        )
 
 
 def _chained(previous: Callable[..., Any] | None) -> Callable[..., Any]:
