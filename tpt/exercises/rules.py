@@ -6,7 +6,14 @@ operações do PyTorch (ATen) que rodaram durante a chamada da resposta, com um
 num ``functools.partial`` ou chamado como ``torch._softmax`` ou
 ``torch.ops.aten._softmax`` chega ao mesmo núcleo ``_softmax`` e é visto do mesmo
 jeito; um laço escondido num ``map``, numa compreensão ou numa função auxiliar faz o
-número de operações crescer com o tamanho da entrada, e é isso que se mede.
+número de operações crescer com o tamanho da entrada, e é isso que se mede. Um laço que
+foge do PyTorch (uma compreensão sobre ``tolist()`` terminada em ``torch.tensor``, um
+laço em numpy terminado em ``torch.from_numpy``) aparece nas linhas de Python do aluno e
+nos dados levados para fora do tensor, que :func:`op_counts_by_size` também mede.
+
+:func:`record_modules` vê as camadas prontas pelo código dos seus métodos (uma chamada
+direta ``Classe.forward(camada, ...)`` também conta); :func:`code_kind` diz de onde vem
+um código (biblioteca, máquina, conferência ou aluno), para as guardas de ``guards``.
 
 Exemplo::
 
