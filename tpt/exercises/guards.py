@@ -685,7 +685,7 @@ def _guarded(answer: Callable[..., Any]) -> Callable[..., Any]:
 
 def _restore_profile(previous: Callable[..., Any] | None) -> None:
     current = sys.getprofile()
-    sys.setprofile(previous)
+    sys.setprofile(previous if callable(previous) else None)
     if not getattr(current, "_tpt_guard", False) and _STATE.violation is None:
         _STATE.violation = (
             "sua resposta trocou o perfil do Python (sys.setprofile), com que a "
@@ -695,6 +695,9 @@ def _restore_profile(previous: Callable[..., Any] | None) -> None:
 
 def _chained(previous: Callable[..., Any] | None) -> Callable[..., Any]:
     """O perfil da guarda, encadeado com o que já estava ligado (se havia um)."""
+
+    if not callable(previous):  # um perfilador em C (cProfile): o Python não o chama
+        previous = None
 
     def guard(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call" and code_kind(frame.f_code.co_filename) is CHECK:

@@ -167,6 +167,8 @@ def op_counts_by_size(
     ``torch.from_numpy``, roda o mesmo número de operações do PyTorch e seria aceito.
     """
     counts, lines, exported = [], [], []
+    if python_work:
+        _warm_up_dispatch()
     for n in sizes:
         args = make_args(n)
         if python_work:
@@ -181,6 +183,22 @@ def op_counts_by_size(
     if python_work and counts[0] == counts[1]:
         _expect_no_python_growth(sizes, lines, exported)
     return counts[0], counts[1]
+
+
+_WARM: list[bool] = []
+
+
+def _warm_up_dispatch() -> None:
+    """Roda uma operação sob ``record_ops`` uma vez por processo, fora do rastreamento.
+
+    A primeira operação sob um ``TorchDispatchMode`` importa boa parte do PyTorch (alguns
+    segundos); com o ``sys.settrace`` da medida ligado, essa importação seria muito mais
+    lenta. O aquecimento não muda nenhuma contagem.
+    """
+    if not _WARM:
+        with record_ops():
+            torch.ones(1) + 1
+        _WARM.append(True)
 
 
 def _expect_no_python_growth(
@@ -228,7 +246,8 @@ class _PythonWork:
         return self._local
 
     def __enter__(self) -> _PythonWork:
-        self._previous = sys.gettrace()
+        previous = sys.gettrace()
+        self._previous = previous if callable(previous) else None
         sys.settrace(self._global)
         return self
 
@@ -280,18 +299,20 @@ def chain_profile(listener: Callable[[types.FrameType], None]) -> Iterator[None]
     de outro ``record_*`` por fora): os dois continuam vendo tudo.
     """
     previous = sys.getprofile()
+    # Um perfilador em C (cProfile) aparece como um objeto que o Python não chama: fica de fora.
+    chained = previous if callable(previous) else None
 
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
             listener(frame)
-        if previous is not None:
-            previous(frame, event, arg)
+        if chained is not None:
+            chained(frame, event, arg)
 
     sys.setprofile(profile)
     try:
         yield
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(chained)
 
 
 def functions_from_file(codes: Iterable[types.CodeType], path: str) -> set[str]:
