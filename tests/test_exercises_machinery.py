@@ -11,7 +11,10 @@ import functools
 import pytest
 import torch
 import torch.nn.functional as F
+from exercise_answers import accepted, rejected
+from torch import nn
 
+import tpt
 from tpt.exercises import (
     SOFTMAX_OPS,
     ExerciseError,
@@ -352,3 +355,526 @@ def test_exercise_seed_variable_fixes_the_drawn_cases(monkeypatch):
         case_generator()
     monkeypatch.delenv(SEED_VARIABLE)
     assert case_generator()[1] != case_generator()[1]
+
+
+# --------------------------------------------------------------------------------------
+# Classes que passavam pela máquina (issue 26), cada uma por uma conferência de verdade
+# --------------------------------------------------------------------------------------
+attention_ex = checks("attention")
+masks_ex = checks("masks")
+generation_ex = checks("generation")
+seq2seq_ex = checks("seq2seq")
+blocks_ex = checks("blocks")
+modern_ex = checks("modern")
+
+
+def stable_softmax(scores):
+    e = torch.exp(scores - scores.amax(-1, keepdim=True))
+    return e / e.sum(-1, keepdim=True)
+
+
+def _in_thread_pool(scores):
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(torch.softmax, scores, -1).result()
+
+
+def _in_thread(scores):
+    import threading
+
+    out = {}
+    worker = threading.Thread(target=lambda: out.update(r=torch.softmax(scores, -1)))
+    worker.start()
+    worker.join()
+    return out["r"]
+
+
+def _in_low_level_thread(scores):
+    import _thread
+
+    done, out = _thread.allocate_lock(), {}
+    done.acquire()
+
+    def work():
+        out["r"] = torch.softmax(scores, -1)
+        done.release()
+
+    _thread.start_new_thread(work, ())
+    done.acquire()
+    return out["r"]
+
+
+def _thread_error_swallowed(scores):  # o aluno engole a recusa: ainda é recusado
+    try:
+        return _in_thread(scores)
+    except Exception:
+        return stable_softmax(scores)
+
+
+def _in_subprocess(scores):
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+    return stable_softmax(scores)
+
+
+def _in_process(scores):
+    import multiprocessing
+
+    worker = multiprocessing.get_context("fork").Process(target=print)
+    worker.start()
+    worker.join()
+    return stable_softmax(scores)
+
+
+def _in_fork(scores):
+    import os
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - o filho nunca deveria existir
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return stable_softmax(scores)
+
+
+@pytest.mark.parametrize(
+    ("answer", "what"),
+    [
+        (_in_thread_pool, "uma thread nova"),
+        (_in_thread, "uma thread nova"),
+        (_in_low_level_thread, "uma thread nova"),
+        (_thread_error_swallowed, "uma thread nova"),
+        (_in_subprocess, "um processo novo"),
+        (_in_process, "um processo novo"),
+        (_in_fork, "um processo novo"),
+    ],
+    ids=["ThreadPoolExecutor", "Thread", "_thread", "engolida", "subprocess", "Process", "fork"],
+)
+def test_work_in_another_thread_or_process_is_refused(answer, what, capsys):
+    import threading
+
+    rejected(attention_ex.check_stable_softmax, answer, capsys, what, "outra thread ou processo")
+    # tudo volta ao que era: threads funcionam depois da conferência
+    worker = threading.Thread(target=lambda: None)
+    worker.start()
+    worker.join()
+    accepted(attention_ex.check_stable_softmax, stable_softmax, capsys)
+
+
+def test_autograd_in_a_thread_is_refused_in_the_backward_exercise(capsys):
+    import concurrent.futures
+
+    def threaded_autograd(query, key, value, grad_output):
+        def work():
+            leaves = [x.detach().clone().requires_grad_(True) for x in (query, key, value)]
+            z = leaves[0] @ leaves[1].transpose(-2, -1) / query.shape[-1] ** 0.5
+            return torch.autograd.grad(torch.softmax(z, -1) @ leaves[2], leaves, grad_output)
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(work).result()
+
+    rejected(attention_ex.check_attention_backward, threaded_autograd, capsys, "thread nova")
+
+
+def test_flop_counter_in_a_thread_is_refused(capsys):
+    import concurrent.futures
+
+    def measured_in_a_thread(d, d_ff, t):
+        def work():
+            from torch.utils.flop_counter import FlopCounterMode
+
+            layer = torch.nn.TransformerEncoderLayer(d, 1, d_ff, dropout=0.0, batch_first=True)
+            with FlopCounterMode(display=False) as counter, torch.no_grad():
+                layer(torch.zeros(1, t, d))
+            return counter.get_total_flops()
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            return pool.submit(work).result()
+
+    rejected(blocks_ex.check_encoder_layer_flops, measured_in_a_thread, capsys, "thread nova")
+
+
+def test_guards_are_restored_after_a_check(capsys):
+    import _thread
+    import os
+    import sys
+    import threading
+
+    before = (sys.getprofile(), _thread.start_new_thread, threading._start_new_thread, os.fork)
+    rejected(attention_ex.check_stable_softmax, _in_thread, capsys)
+    accepted(attention_ex.check_stable_softmax, stable_softmax, capsys)
+    after = (sys.getprofile(), _thread.start_new_thread, threading._start_new_thread, os.fork)
+    assert before == after
+
+
+# O código da conferência, por qualquer caminho -------------------------------------------
+def _reference_by_import(scores):
+    import tpt.exercises.attention as hidden
+
+    return hidden._softmax_reference(scores)
+
+
+def _reference_by_getattr(scores):
+    import importlib
+
+    name = "_softmax_reference"
+    return getattr(importlib.import_module("tpt.exercises.attention"), name)(scores)
+
+
+def _reference_by_wrapped_globals(scores):
+    check = attention_ex.check_stable_softmax.__wrapped__
+    return check.__globals__["_softmax_reference"](scores)
+
+
+def _reference_in_a_partial(scores):
+    import tpt.exercises.attention as hidden
+
+    return functools.partial(hidden._softmax_reference)(scores)
+
+
+def _reference_by_vmap(scores):
+    import tpt.exercises.attention as hidden
+
+    return torch.func.vmap(hidden._softmax_reference)(scores)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        _reference_by_import,
+        _reference_by_getattr,
+        _reference_by_wrapped_globals,
+        _reference_in_a_partial,
+        _reference_by_vmap,
+    ],
+    ids=["import", "getattr", "__wrapped__", "partial", "vmap"],
+)
+def test_check_code_run_by_the_answer_is_refused(answer, capsys):
+    rejected(
+        attention_ex.check_stable_softmax,
+        answer,
+        capsys,
+        "código da própria conferência",
+        "_softmax_reference",
+    )
+
+
+def test_check_helpers_of_other_notebooks_are_refused_too(capsys):
+    def penalized_by_the_check(logits, previous, penalty):
+        import tpt.exercises.generation as hidden
+
+        return hidden._penalized(logits, previous, penalty)
+
+    def window_by_a_private_helper(t, window):
+        import tpt.exercises.masks as hidden
+
+        return next(v for _, v in hidden._window_variants(t, window)) | True
+
+    rejected(generation_ex.check_repetition_penalty, penalized_by_the_check, capsys, "_penalized")
+    rejected(masks_ex.check_sliding_window_mask, window_by_a_private_helper, capsys, "conferência")
+
+
+def test_removing_the_profile_is_refused(capsys):
+    import sys
+
+    def unprofiled(scores):
+        sys.setprofile(None)
+        return stable_softmax(scores)
+
+    def traced(scores):
+        sys.settrace(lambda *args: None)
+        return stable_softmax(scores)
+
+    rejected(attention_ex.check_stable_softmax, unprofiled, capsys, "sys.setprofile")
+    rejected(attention_ex.check_stable_softmax, traced, capsys, "sys.settrace")
+    accepted(attention_ex.check_stable_softmax, stable_softmax, capsys)
+
+
+# Camadas prontas sem __call__ -----------------------------------------------------------
+def _pieces_layer(x, sa, ca, ffn, n1, n2, n3):
+    layer = tpt.DecoderLayer(x.shape[-1], sa.num_heads, ffn.ff_dim, dropout=0.0, norm_first=True)
+    layer.self_attn, layer.cross_attn, layer.ffn = sa, ca, ffn
+    layer.norm1, layer.norm2, layer.norm3 = n1, n2, n3
+    return layer.eval()
+
+
+def _forward_unbound(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    layer = _pieces_layer(x, sa, ca, ffn, n1, n2, n3)
+    return tpt.DecoderLayer.forward(layer, x, memory, is_causal=True, memory_key_padding_mask=pad)
+
+
+def _blocks_unbound(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    layer = _pieces_layer(x, sa, ca, ffn, n1, n2, n3)
+    x = x + layer._sa_block(n1(x), None, None, True, False, None)
+    x = x + layer._ca_block(n2(x), memory, None, pad, False, None)
+    return x + ffn(n3(x))
+
+
+def _torch_forward_unbound(x, memory, pad, sa, ca, ffn, n1, n2, n3):
+    d, t = x.shape[-1], x.shape[1]
+    layer = nn.TransformerDecoderLayer(d, sa.num_heads, ffn.ff_dim, 0.0, batch_first=True)
+    return nn.TransformerDecoderLayer.forward(
+        layer.eval(), x, memory, tgt_mask=tpt.causal_mask(t), memory_key_padding_mask=pad
+    )
+
+
+@pytest.mark.parametrize(
+    ("answer", "name"),
+    [
+        (_forward_unbound, "DecoderLayer"),
+        (_blocks_unbound, "DecoderLayer"),
+        (_torch_forward_unbound, "TransformerDecoderLayer"),
+    ],
+    ids=["DecoderLayer.forward", "_sa_block-_ca_block", "torch-forward"],
+)
+def test_ready_layer_methods_run_without_call_are_seen(answer, name, capsys):
+    rejected(
+        seq2seq_ex.check_pre_norm_decoder_layer, answer, capsys, "camada de decoder pronta", name
+    )
+
+
+def test_pieces_called_by_the_answer_are_not_ready_layers(capsys):
+    def pre_norm(x, memory, pad, self_attn, cross_attn, ffn, norm1, norm2, norm3):
+        x = x + self_attn(norm1(x), is_causal=True)[0]
+        x = x + cross_attn.forward(norm2(x), memory, memory, key_padding_mask=pad)[0]
+        return x + ffn.forward(norm3(x))
+
+    accepted(seq2seq_ex.check_pre_norm_decoder_layer, pre_norm, capsys)
+
+
+# Laços em Python puro ou em numpy ------------------------------------------------------
+def window_compare(t, window):
+    i, j = torch.arange(t)[:, None], torch.arange(t)[None, :]
+    return (j > i) | (j <= i - window)
+
+
+def window_numpy_vectorized(t, window):
+    import numpy as np
+
+    i, j = np.arange(t)[:, None], np.arange(t)[None, :]
+    return torch.from_numpy((j > i) | (j <= i - window))
+
+
+def window_by_list(t, window):
+    return torch.tensor([[j > i or j <= i - window for j in range(t)] for i in range(t)])
+
+
+def window_by_numpy_loop(t, window):
+    import numpy as np
+
+    mask = np.zeros((t, t), dtype=bool)
+    for i in range(t):
+        mask[i, i + 1 :] = True
+        mask[i, : max(0, i - window + 1)] = True
+    return torch.from_numpy(mask)
+
+
+def left_mask(lengths, t):
+    key_is_pad = torch.arange(t)[None, :] < (t - lengths)[:, None]
+    return key_is_pad[:, None, None, :] | tpt.causal_mask(t)[None, None]
+
+
+def left_mask_broadcast(lengths, t):
+    pos = torch.arange(t)
+    pad = pos.view(1, 1, 1, t) < (t - lengths).view(-1, 1, 1, 1)
+    return pad | (pos.view(1, 1, t, 1) < pos.view(1, 1, 1, t))
+
+
+def left_by_tolist(lengths, t):
+    rows = [[[[k < t - n or k > q for k in range(t)] for q in range(t)]] for n in lengths.tolist()]
+    return torch.tensor(rows)
+
+
+def left_by_numpy(lengths, t):
+    import numpy as np
+
+    out = np.triu(np.ones((len(lengths), 1, t, t), dtype=bool), 1)
+    for row, n in enumerate(lengths.numpy()):
+        out[row, :, :, : t - n] = True
+    return torch.from_numpy(out)
+
+
+def penalty(logits, previous, factor):
+    seen = logits.gather(-1, previous)
+    seen = torch.where(seen > 0, seen / factor, seen * factor)
+    return logits.scatter(-1, previous, seen)
+
+
+def penalty_by_tolist(logits, previous, factor):
+    values = logits.tolist()
+    for row, tokens in enumerate(previous.tolist()):
+        for token in set(tokens):
+            v = values[row][token]
+            values[row][token] = v / factor if v > 0 else v * factor
+    return torch.tensor(values, dtype=logits.dtype)
+
+
+def penalty_by_numpy(logits, previous, factor):
+    import numpy as np
+
+    values, history = logits.numpy().copy(), previous.numpy()
+    for row in range(values.shape[0]):
+        tokens = np.unique(history[row])
+        chosen = values[row, tokens]
+        values[row, tokens] = np.where(chosen > 0, chosen / factor, chosen * factor)
+    return torch.from_numpy(values)
+
+
+@pytest.mark.parametrize(
+    ("check", "answer"),
+    [
+        (masks_ex.check_sliding_window_mask, window_by_list),
+        (masks_ex.check_sliding_window_mask, window_by_numpy_loop),
+        (masks_ex.check_left_padded_decoder_mask, left_by_tolist),
+        (masks_ex.check_left_padded_decoder_mask, left_by_numpy),
+        (generation_ex.check_repetition_penalty, penalty_by_tolist),
+        (generation_ex.check_repetition_penalty, penalty_by_numpy),
+    ],
+    ids=[
+        "06ex1-lista",
+        "06ex1-numpy",
+        "06ex2-tolist",
+        "06ex2-numpy",
+        "09ex2-tolist",
+        "09ex2-numpy",
+    ],
+)
+def test_loops_in_python_or_numpy_are_refused(check, answer, capsys):
+    rejected(check, answer, capsys, "Sem laços")
+
+
+@pytest.mark.parametrize(
+    ("check", "answer"),
+    [
+        (masks_ex.check_sliding_window_mask, window_compare),
+        (masks_ex.check_sliding_window_mask, window_numpy_vectorized),
+        (masks_ex.check_left_padded_decoder_mask, left_mask),
+        (masks_ex.check_left_padded_decoder_mask, left_mask_broadcast),
+        (generation_ex.check_repetition_penalty, penalty),
+    ],
+    ids=["06ex1", "06ex1-numpy-vetorizado", "06ex2", "06ex2-broadcasting", "09ex2"],
+)
+def test_vectorized_answers_still_pass(check, answer, capsys):
+    accepted(check, answer, capsys)
+
+
+def test_python_work_is_measured_only_in_the_answer():
+    # Mesmo número de operações do PyTorch; o trabalho em Python cresce só no laço.
+    def loop(x):
+        return torch.tensor([v * 2 for v in x.tolist()])
+
+    with pytest.raises(ExerciseError, match="Sem laços"):
+        op_counts_by_size(loop, lambda n: (torch.arange(n),), (3, 9))
+    assert op_counts_by_size(lambda x: x * 2, lambda n: (torch.arange(n),), (3, 9)) == (1, 1)
+
+
+def test_randsize_covers_a_wide_range():
+    from tpt.exercises import randsize
+
+    g = torch.Generator().manual_seed(0)
+    drawn = [randsize(g, 1, 1000) for _ in range(300)]
+    assert min(drawn) >= 1 and max(drawn) <= 1000
+    assert sum(n <= 10 for n in drawn) > 50 and sum(n > 100 for n in drawn) > 50
+    with pytest.raises(ValueError, match="low=0"):
+        randsize(g, 0, 3)
+
+
+# Mensagens que enganavam ----------------------------------------------------------------
+def test_nan_and_infinity_are_named_not_reported_as_a_huge_difference(capsys):
+    with pytest.raises(ExerciseError) as err:
+        expect_close(torch.tensor([1.0, float("nan")]), torch.tensor([1.0, 2.0]), "No caso")
+    text = str(err.value)
+    assert "NaN em 1 posição(ões)" in text and "(1,)" in text and "∞" not in text
+    with pytest.raises(ExerciseError) as err:
+        expect_close(torch.tensor([float("inf"), 0.0]), torch.tensor([3.0, 0.0]), "No caso")
+    assert "infinito" in str(err.value) and "e+308" not in str(err.value)
+    with pytest.raises(ExerciseError) as err:
+        expect_close(torch.tensor([1.0, 2.0]), torch.tensor([1.0, float("-inf")]), "No caso")
+    assert "o esperado tem infinito" in str(err.value)
+    # NaN e infinitos iguais dos dois lados não contam como diferença
+    expect_close(
+        torch.tensor([float("nan"), float("-inf")]),
+        torch.tensor([float("nan"), float("-inf")]),
+        "ok",
+    )
+
+    def overflowing(scores):  # sem subtrair o máximo: exp estoura e dá NaN
+        e = torch.exp(scores)
+        return e / e.sum(-1, keepdim=True)
+
+    out = rejected(attention_ex.check_stable_softmax, overflowing, capsys, "NaN")
+    assert "maior diferença ∞" not in out and "e+308" not in out
+
+
+def test_in_place_on_a_tensor_saved_by_autograd_is_explained(capsys):
+    def divides_in_place(scores):
+        e = torch.exp(scores - scores.amax(-1, keepdim=True))
+        e.div_(e.sum(-1, keepdim=True))
+        return e
+
+    out = rejected(
+        attention_ex.check_stable_softmax,
+        divides_in_place,
+        capsys,
+        "guardou para o backward",
+        "operação no lugar",
+    )
+    assert "sua resposta levantou RuntimeError" not in out
+
+
+def test_float32_arithmetic_on_float64_inputs_is_named_as_precision():
+    x = torch.randn(4, 6, dtype=torch.float64)
+
+    def in_float32(x):
+        return torch.softmax(x.float(), -1).double()
+
+    with pytest.raises(ExerciseError, match="float32") as err:
+        check_gradients(in_float32, lambda x: torch.softmax(x, -1), {"x": x}, "No caso", atol=1e-12)
+    assert "passa ao lado do autograd" not in str(err.value)
+
+    def cut(x):  # erro de verdade: uma parte sem gradiente, em float64
+        return torch.softmax(x, -1) + 0.1 * x.detach() ** 2
+
+    with pytest.raises(ExerciseError, match="passa ao lado do autograd") as err:
+        check_gradients(cut, lambda x: torch.softmax(x, -1) + 0.1 * x**2, {"x": x}, "No caso")
+    assert "float32" not in str(err.value)
+
+
+def test_a_check_function_handed_in_as_the_answer_is_refused(capsys):
+    import tpt.exercises.attention as hidden
+
+    for answer in (hidden._softmax_reference, functools.partial(hidden._softmax_reference)):
+        rejected(attention_ex.check_stable_softmax, answer, capsys, "código da própria conferência")
+
+
+def test_the_checks_own_diagnosis_still_comes_with_the_refusal(capsys):
+    import tpt.exercises.masks as hidden
+
+    def off_by_one(t, window):  # uma variante errada tirada da conferência
+        return hidden._window_variants(t, window)[0][1]
+
+    out = rejected(masks_ex.check_sliding_window_mask, off_by_one, capsys, "_window_variants")
+    assert "Além disso" in out
+
+
+def test_a_callback_the_check_hands_over_may_be_called():
+    import tpt.exercises.masks as hidden
+    from tpt.exercises import allow_callback, sandbox
+
+    # Uma conferência que entrega uma função sua à resposta marca-a com allow_callback;
+    # a resposta pode chamá-la, e só ela.
+    def uses_the_callback(describe):
+        return describe(True)
+
+    def uses_a_private_helper(t):
+        return hidden._window_variants(t, 2)
+
+    allow_callback(hidden._describe)
+    with sandbox((uses_the_callback,)) as state:
+        call_answer(state.answers[0], {"describe": hidden._describe}, "No caso")
+    assert state.violation is None
+    with sandbox((uses_a_private_helper,)) as state:
+        call_answer(state.answers[0], {"t": 3}, "No caso")
+    assert "_window_variants" in state.violation

@@ -16,7 +16,9 @@ A máquina comum mora em três arquivos:
 - ``rules``: regras verificadas pelas operações que rodaram (:func:`record_ops`), não
   pelos nomes no código;
 - ``guards``: entradas intactas (:func:`call_answer`), gradientes
-  (:func:`check_gradients`) e casos sorteados (:func:`case_generator`).
+  (:func:`check_gradients`), casos sorteados (:func:`case_generator`, :func:`randsize`) e
+  a guarda em volta de cada conferência (:func:`sandbox`: sem threads nem processos, sem
+  código da conferência chamado pela resposta).
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from __future__ import annotations
 from tpt.exercises.core import (
     Checks,
     ExerciseError,
+    autograd_explanation,
     checks,
+    difference_text,
     exercise,
     expect,
     expect_close,
@@ -36,12 +40,15 @@ from tpt.exercises.core import (
 from tpt.exercises.guards import (
     SEED_VARIABLE,
     Snapshot,
+    allow_callback,
     call_answer,
     case_generator,
     check_gradients,
     expect_finite_gradient,
     fixed_seed,
     randint,
+    randsize,
+    sandbox,
     seed_note,
 )
 from tpt.exercises.rules import (
@@ -49,6 +56,7 @@ from tpt.exercises.rules import (
     REPEAT_OPS,
     SOFTMAX_OPS,
     OpRecord,
+    code_kind,
     functions_from_file,
     op_counts_by_size,
     record_modules,
@@ -64,6 +72,8 @@ __all__ = [
     "exercise",
     "expect_close",
     "max_abs_diff",
+    "difference_text",
+    "autograd_explanation",
     "same_values",
     "unambiguous",
     "first_line",
@@ -74,6 +84,9 @@ __all__ = [
     "case_generator",
     "expect_finite_gradient",
     "randint",
+    "randsize",
+    "sandbox",
+    "allow_callback",
     "seed_note",
     "fixed_seed",
     "SEED_VARIABLE",
@@ -86,6 +99,7 @@ __all__ = [
     "record_torch_calls",
     "record_modules",
     "watch_autograd",
+    "code_kind",
     "SOFTMAX_OPS",
     "ATTENTION_KERNEL_OPS",
     "REPEAT_OPS",

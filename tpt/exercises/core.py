@@ -7,6 +7,10 @@
   forma ou a maior diferença; um diagnóstico ("parece que você dividiu por d em vez de
   √d") só aparece quando a variante errada correspondente foi **calculada** e bateu com
   a resposta (``variants``);
+- :func:`difference_text` descreve a diferença entre dois tensores: a maior diferença, ou
+  onde aparecem ``NaN`` e infinitos que o esperado não tem (nunca "diferença ∞");
+- :func:`autograd_explanation` traduz os erros do autograd que vêm de uma operação no
+  lugar (``div_``, ``+=``) sobre um tensor que ele guardou;
 - :func:`checks` devolve o que o notebook usa (``ex = checks("attention")``): só os
   verificadores e as constantes do enunciado; as referências ficam fora do alcance do
   ``ex.`` + Tab.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import re
 from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
@@ -31,6 +36,8 @@ __all__ = [
     "exercise",
     "expect_close",
     "max_abs_diff",
+    "difference_text",
+    "autograd_explanation",
     "same_values",
     "unambiguous",
     "first_line",
@@ -60,16 +67,40 @@ def exercise(title: str) -> Callable[[Callable[..., Any]], Callable[..., bool]]:
     def decorate(check: Callable[..., Any]) -> Callable[..., bool]:
         @functools.wraps(check)
         def run(*answers: Any, **kwargs: Any) -> bool:
-            try:
-                check(*answers, **kwargs)
-            except NotImplementedError:
+            # A guarda cobre tudo o que a conferência roda: threads e processos novos,
+            # código da conferência chamado pela resposta e trocas do perfil do Python
+            # são recusados, por qualquer caminho que a conferência chame a resposta.
+            from tpt.exercises.guards import sandbox
+
+            failure: str | None = None
+            pending = False
+            with sandbox(answers) as state:
+                try:
+                    check(*state.answers, **kwargs)
+                except NotImplementedError:
+                    pending = True
+                except ExerciseError as err:
+                    failure = str(err)
+                except Exception as err:  # a função do aluno quebrou: explicar, não derrubar
+                    explained = autograd_explanation(err)
+                    failure = (
+                        f"{explained} (mensagem original: {first_line(err).split(' Hint:')[0]})"
+                        if explained
+                        else f"sua resposta levantou {type(err).__name__}: {err}"
+                    )
+            if state.violation is not None:
+                # O que a guarda viu vem primeiro; o que a conferência achou, se for outra
+                # coisa, vem depois (as duas causas foram medidas).
+                extra = ""
+                if failure is not None and state.violation not in failure:
+                    extra = f" Além disso: {failure}"
+                print(f"❌ {title}: {state.violation}{extra}")
+                return False
+            if pending:
                 print(f"⏳ {title}: ainda não resolvido. Complete a célula acima e rode de novo.")
                 return False
-            except ExerciseError as err:
-                print(f"❌ {title}: {err}")
-                return False
-            except Exception as err:  # a função do aluno quebrou: explicar, não derrubar
-                print(f"❌ {title}: sua resposta levantou {type(err).__name__}: {err}")
+            if failure is not None:
+                print(f"❌ {title}: {failure}")
                 return False
             print(f"✅ {title}: correto!")
             return True
@@ -87,15 +118,87 @@ def first_line(err: BaseException) -> str:
 
 
 def max_abs_diff(a: Any, b: Any) -> float:
-    """Maior diferença absoluta entre dois tensores (ou números) de mesma forma."""
+    """Maior diferença absoluta entre dois tensores (ou números) de mesma forma.
+
+    ``NaN`` nos dois no mesmo lugar, ou o mesmo infinito, contam como iguais; ``NaN`` ou
+    infinito só de um lado dão ``inf`` (para a mensagem, use :func:`difference_text`).
+    """
     a = torch.as_tensor(a).detach().double().cpu()
     b = torch.as_tensor(b).detach().double().cpu()
     if a.numel() == 0:
         return 0.0
     diff = (a - b).abs()
-    both_inf = torch.isinf(a) & torch.isinf(b) & (torch.sign(a) == torch.sign(b))
-    diff = diff.masked_fill(both_inf, 0.0)
-    return float(diff.nan_to_num(float("inf")).max())
+    same = (torch.isinf(a) & (a == b)) | (torch.isnan(a) & torch.isnan(b))
+    diff = diff.masked_fill(same, 0.0)
+    inf = float("inf")
+    return float(diff.nan_to_num(nan=inf, posinf=inf).max())
+
+
+def difference_text(received: Any, expected: Any) -> str:
+    """Como ``received`` difere de ``expected`` (mesma forma), em palavras.
+
+    Com ``NaN`` ou infinito onde o esperado não tem (ou o contrário), diz quantos, de que
+    lado e a primeira posição; senão, "maior diferença 1,2e-03".
+    """
+    a = torch.as_tensor(received).detach().double().cpu()
+    b = torch.as_tensor(expected).detach().double().cpu()
+    for values, other, side, other_side in (
+        (a, b, "sua resposta", "o esperado"),
+        (b, a, "o esperado", "sua resposta"),
+    ):
+        for kind, mask in (("NaN", values.isnan()), ("infinito", values.isinf())):
+            wrong = mask & ~(other.isnan() if kind == "NaN" else other == values)
+            if bool(wrong.any()):
+                where = tuple(wrong.nonzero()[0].tolist())
+                count = int(wrong.sum())
+                return (
+                    f"{side} tem {kind} em {count} posição(ões) onde {other_side} não tem "
+                    f"(a primeira em {where}: {_number(values[where])} contra "
+                    f"{_number(other[where])})"
+                )
+    return f"maior diferença {fmt(max_abs_diff(a, b), 2, sci=True)}"
+
+
+def _number(value: Tensor) -> str:
+    x = float(value)
+    if x != x:
+        return "NaN"
+    if x in (float("inf"), float("-inf")):
+        return "+∞" if x > 0 else "-∞"
+    return fmt(x, 4)
+
+
+# Erros do autograd que vêm de uma operação no lugar (texto original do PyTorch).
+_SAVED_CHANGED = "modified by an inplace operation"
+_LEAF_IN_PLACE = "leaf Variable that requires grad is being used in an in-place operation"
+
+
+def autograd_explanation(err: BaseException) -> str | None:
+    """A causa, em português, de um erro do autograd por operação no lugar (ou ``None``).
+
+    O PyTorch numera as versões de cada tensor; o erro só sai quando ele **mediu** que um
+    tensor guardado para o ``backward`` mudou depois de guardado, ou que uma entrada que
+    pede gradiente foi modificada no lugar: é essa a causa que a mensagem dá.
+    """
+    if not isinstance(err, RuntimeError):
+        return None
+    text = str(err)
+    if _SAVED_CHANGED in text:
+        match = re.search(r"which is output (\d+) of (\w+)", text)
+        source = f" (a saída de {match.group(2)})" if match else ""
+        return (
+            "o autograd não consegue calcular o gradiente: um tensor que ele guardou para o "
+            f"backward{source} foi modificado depois, por uma operação no lugar (um método "
+            "terminado em _, como div_ ou exp_, ou x /= y, x += y, x[...] = y). Use a versão "
+            "que devolve um tensor novo (e / s em vez de e.div_(s))."
+        )
+    if _LEAF_IN_PLACE in text or "view of a leaf Variable" in text:
+        return (
+            "sua função modificou no lugar uma entrada que pede gradiente (um método "
+            "terminado em _, ou x /= y, x += y, x[...] = y sobre o argumento): o autograd "
+            "não permite. Use operações que devolvem um tensor novo."
+        )
+    return None
 
 
 def same_values(received: Tensor, other: Tensor, atol: float) -> bool:
@@ -148,7 +251,9 @@ def expect_close(
         f"{where}, esperava {name} com forma {tuple(expected.shape)}; recebi "
         f"{tuple(received.shape)}.",
     )
-    tol = atol + rtol * float(expected.detach().abs().max()) if expected.numel() else atol
+    finite = expected.detach()[torch.isfinite(expected.detach())]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    tol = atol + rtol * scale
     diff = max_abs_diff(received, expected)
     if diff <= tol:
         return
@@ -156,7 +261,7 @@ def expect_close(
         if same_values(received, wrong, tol):
             raise ExerciseError(f"{where}, {name} não confere: {diagnosis}")
     raise ExerciseError(
-        f"{where}, {name} difere do esperado: maior diferença {fmt(diff, 2, sci=True)} "
+        f"{where}, {name} difere do esperado: {difference_text(received, expected)} "
         f"(tolerância {fmt(tol, 0, sci=True)})."
     )
 

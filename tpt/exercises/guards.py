@@ -7,21 +7,42 @@
   pedem gradiente, e compara os gradientes: uma resposta calculada sob ``torch.no_grad()``
   ou com ``.detach()`` dá o valor certo e não treina.
 - :func:`case_generator` sorteia tamanhos e valores a cada execução (além dos casos fixos),
-  para que uma tabela com as respostas dos casos testados não passe.
+  para que uma tabela com as respostas dos casos testados não passe; :func:`randsize`
+  sorteia tamanhos numa faixa larga (pequenos e grandes com a mesma chance);
+- :func:`sandbox` cerca a conferência inteira (:func:`~tpt.exercises.core.exercise` a
+  liga): enquanto o código do aluno roda, nenhuma thread ou processo novo começa, nenhum
+  código dos módulos de conferência (referências, auxiliares) é executado a pedido dele, e
+  o perfil e o rastreamento do Python (``sys.setprofile``, ``sys.settrace``) não mudam.
 """
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import copy
+import functools
+import math
+import multiprocessing.process
 import os
 import secrets
-from collections.abc import Callable, Mapping
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from tpt.exercises.core import ExerciseError, expect, first_line, max_abs_diff
+from tpt.exercises.core import (
+    ExerciseError,
+    autograd_explanation,
+    difference_text,
+    expect,
+    first_line,
+    max_abs_diff,
+)
+from tpt.exercises.rules import CHECK, LIBRARY, STUDENT, code_kind
 from tpt.numfmt import fmt
 
 __all__ = [
@@ -33,7 +54,10 @@ __all__ = [
     "fixed_seed",
     "SEED_VARIABLE",
     "randint",
+    "randsize",
     "Snapshot",
+    "sandbox",
+    "allow_callback",
 ]
 
 
@@ -72,6 +96,11 @@ def call_answer(
         original = first_line(err)
         detail = f" (mensagem original: {original})" if original else ""
         tip = f" {hint}" if hint else ""
+        explained = autograd_explanation(err)
+        if explained:
+            raise ExerciseError(
+                f"{where}, {explained} (mensagem original: {_short(err)})"
+            ) from None
         raise ExerciseError(
             f"{where}, sua função levantou {type(err).__name__}.{tip}{detail}"
         ) from None
@@ -105,12 +134,60 @@ def check_gradients(
     names = wrt or tuple(
         name for name, x in inputs.items() if isinstance(x, Tensor) and x.is_floating_point()
     )
-    grads = []
-    for fn in (answer, reference):
-        leaves = {
-            name: (x.detach().clone().requires_grad_(name in names) if isinstance(x, Tensor) else x)
-            for name, x in inputs.items()
-        }
+    grads = [
+        _gradients(fn, inputs, names, where, seed, check=fn is answer) for fn in (answer, reference)
+    ]
+    for name, expected in grads[1].items():
+        received = grads[0][name]
+        if expected is None:
+            continue
+        expect(
+            received is not None,
+            f"{where}, o gradiente em relação a `{name}` não existe na sua resposta: `{name}` "
+            "não participa do resultado pelo autograd.",
+        )
+        diff = max_abs_diff(received, expected)
+        if diff <= atol:
+            continue
+        found = (
+            f"{where}, o gradiente em relação a `{name}` difere do esperado "
+            f"({difference_text(received, expected)}, tolerância {fmt(atol, 0, sci=True)})"
+        )
+        float32_gap = _float32_gap(reference, inputs, names, name, expected, where, seed)
+        if float32_gap is not None and diff <= 10 * float32_gap:
+            raise ExerciseError(
+                f"{found}, uma diferença do tamanho do arredondamento do float32 (a mesma "
+                "conta feita em float32 pela referência difere em "
+                f"{fmt(float32_gap, 1, sci=True)}): a conta foi feita em float32 em alguma "
+                "parte, embora as entradas sejam float64. Mantenha o dtype das entradas "
+                "(cuidado com .float(), torch.tensor(...) sem dtype e tensores criados sem "
+                "dtype=x.dtype)."
+            )
+        raise ExerciseError(
+            f"{found}, embora a saída confira: alguma parte da conta passa ao lado do autograd."
+        )
+
+
+def _gradients(
+    fn: Callable[..., Tensor],
+    inputs: Mapping[str, Any],
+    names: tuple[str, ...],
+    where: str,
+    seed: int,
+    *,
+    check: bool,
+    dtype: torch.dtype | None = None,
+) -> dict[str, Tensor | None]:
+    """Gradientes de ``fn`` em relação a ``names`` e aos parâmetros dos módulos recebidos."""
+    leaves = {}
+    for name, x in inputs.items():
+        if isinstance(x, Tensor):
+            x = x.detach().clone()
+            if dtype is not None and x.is_floating_point():
+                x = x.to(dtype)
+            x.requires_grad_(name in names)
+        leaves[name] = x
+    try:
         with torch.enable_grad():
             out = fn(*leaves.values())
         expect(
@@ -123,7 +200,7 @@ def check_gradients(
             if isinstance(x, torch.nn.Module)
             for pname, p in x.named_parameters()
         ]
-        if fn is answer:
+        if check:
             expect(
                 out.requires_grad,
                 f"{where}, o resultado não tem gradiente (requires_grad=False): algo no caminho "
@@ -138,25 +215,45 @@ def check_gradients(
         upstream = upstream.to(device=out.device, dtype=out.dtype)
         every = targets + [p for _, p in params]
         got = torch.autograd.grad(out, every, upstream, allow_unused=True)
-        grads.append(dict(zip(list(names) + [n for n, _ in params], got, strict=True)))
-        for p in (p for _, p in params):
-            p.grad = None
-    for name, expected in grads[1].items():
-        received = grads[0][name]
-        if expected is None:
-            continue
-        expect(
-            received is not None,
-            f"{where}, o gradiente em relação a `{name}` não existe na sua resposta: `{name}` "
-            "não participa do resultado pelo autograd.",
-        )
-        diff = max_abs_diff(received, expected)
-        expect(
-            diff <= atol,
-            f"{where}, o gradiente em relação a `{name}` difere do esperado (maior diferença "
-            f"{fmt(diff, 2, sci=True)}, tolerância {fmt(atol, 0, sci=True)}), embora a saída "
-            "confira: alguma parte da conta passa ao lado do autograd.",
-        )
+    except RuntimeError as err:
+        explained = autograd_explanation(err) if check else None
+        if explained is None:
+            raise
+        raise ExerciseError(f"{where}, {explained} (mensagem original: {_short(err)})") from None
+    for p in (p for _, p in params):
+        p.grad = None
+    return dict(zip(list(names) + [n for n, _ in params], got, strict=True))
+
+
+def _float32_gap(
+    reference: Callable[..., Tensor],
+    inputs: Mapping[str, Any],
+    names: tuple[str, ...],
+    name: str,
+    expected: Tensor,
+    where: str,
+    seed: int,
+) -> float | None:
+    """Quanto o gradiente da referência muda se a conta for feita em float32.
+
+    ``None`` quando a medida não se aplica: nenhuma entrada float64, módulos entre as
+    entradas, ou a referência não roda em float32. Serve para dizer "foi a precisão"
+    só quando a diferença medida é do tamanho da que o float32 produz.
+    """
+    tensors = [x for x in inputs.values() if isinstance(x, Tensor)]
+    if not any(x.dtype == torch.float64 for x in tensors) or any(
+        isinstance(x, torch.nn.Module) for x in inputs.values()
+    ):
+        return None
+    try:
+        low = _gradients(reference, inputs, names, where, seed, check=False, dtype=torch.float32)
+    except Exception:  # a referência não aceita float32: não dá para medir
+        return None
+    value = low.get(name)
+    if value is None:
+        return None
+    gap = max_abs_diff(value, expected)
+    return gap if math.isfinite(gap) and gap > 0 else None
 
 
 def case_generator(seed: int | None = None) -> tuple[torch.Generator, int]:
@@ -199,6 +296,20 @@ def fixed_seed() -> int | None:
 def randint(generator: torch.Generator, low: int, high: int) -> int:
     """Um inteiro em ``[low, high]`` (os dois inclusos) sorteado com ``generator``."""
     return int(torch.randint(low, high + 1, (1,), generator=generator))
+
+
+def randsize(generator: torch.Generator, low: int, high: int) -> int:
+    """Um tamanho em ``[low, high]`` sorteado em escala logarítmica (faixas largas).
+
+    Com ``randint(g, 1, 500)`` quase todo caso sai acima de 50; aqui 1 a 10, 10 a 100 e
+    100 a 500 têm chances parecidas. Serve para que uma tabela montada fora da função
+    para os tamanhos que a conferência costuma testar não cubra os casos sorteados.
+    """
+    if not 1 <= low <= high:
+        raise ValueError(f"esperava 1 <= low <= high; recebi low={low}, high={high}.")
+    u = float(torch.rand((), generator=generator, dtype=torch.float64))
+    value = math.exp(math.log(low) + u * (math.log(high + 1) - math.log(low)))
+    return min(high, max(low, int(value)))
 
 
 def seed_note(seed: int | None) -> str:
@@ -299,3 +410,300 @@ def _same(value: Any, saved: Any) -> bool:
         return bool(value == saved)
     except Exception:
         return True
+
+
+# --------------------------------------------------------------------------------------
+# A guarda em volta da conferência inteira: threads, processos, código da conferência
+# --------------------------------------------------------------------------------------
+class _Sandbox:
+    """Estado da guarda ligada por :func:`sandbox` (uma por vez, na thread da conferência)."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.thread: int | None = None
+        self.violation: str | None = None
+        self.profiling = False  # o perfil da guarda está ligado (a resposta roda)
+        # As respostas que a conferência deve chamar (as funções, embrulhadas pela guarda).
+        self.answers: tuple[Any, ...] = ()
+
+
+_STATE = _Sandbox()
+
+# Eventos de auditoria (sys.addaudithook) que começam um processo.
+_PROCESS_EVENTS = frozenset(
+    {
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.exec",
+        "os.system",
+        "os.startfile",
+        "subprocess.Popen",
+        "_posixsubprocess.fork_exec",
+    }
+)
+_THREAD_EVENTS = frozenset({"_thread.start_new_thread", "_thread.start_joinable_thread"})
+_PROFILE_EVENTS = frozenset({"sys.setprofile", "sys.settrace"})
+
+_THREAD_MESSAGE = (
+    "sua resposta começou {what} ({how}). A conferência só vê o que roda na chamada da sua "
+    "função, na mesma thread: trabalho feito em outra thread ou processo escaparia das "
+    "regras do exercício. Faça a conta direto na função, sem threading, concurrent.futures, "
+    "multiprocessing, os.fork ou subprocess."
+)
+
+
+def _student_running(frame: types.FrameType | None) -> bool:
+    """O primeiro código fora das bibliotecas, a partir de ``frame``, é do aluno?"""
+    while frame is not None:
+        kind = code_kind(frame.f_code.co_filename)
+        if kind is not LIBRARY:
+            return kind is STUDENT
+        frame = frame.f_back
+    return False
+
+
+def _active() -> bool:
+    return _STATE.depth > 0 and _thread.get_ident() == _STATE.thread
+
+
+def _refuse(message: str) -> None:
+    if _STATE.violation is None:
+        _STATE.violation = message
+    raise ExerciseError(message)
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if not _active():
+        return
+    if event in _PROCESS_EVENTS or event in _THREAD_EVENTS:
+        if _student_running(sys._getframe(1)):
+            what = "uma thread nova" if event in _THREAD_EVENTS else "um processo novo"
+            _refuse(_THREAD_MESSAGE.format(what=what, how=event))
+    elif event in _PROFILE_EVENTS and _student_running(sys._getframe(1)):
+        _refuse(
+            f"sua resposta chamou {event}, que desligaria o perfil com que a conferência "
+            "acompanha o que roda durante a chamada. Tire essa chamada da função."
+        )
+
+
+_AUDIT_INSTALLED = False
+
+
+def _install_audit_hook() -> None:
+    # Um gancho de auditoria não se remove; ele só age com uma conferência em andamento
+    # e na thread dela (fora disso, custa uma comparação por evento auditado).
+    global _AUDIT_INSTALLED
+    if not _AUDIT_INSTALLED:
+        sys.addaudithook(_audit)
+        _AUDIT_INSTALLED = True
+
+
+def _blocking(original: Callable[..., Any], what: str, how: str) -> Callable[..., Any]:
+    def blocked(*args: Any, **kwargs: Any) -> Any:
+        if _active() and _student_running(sys._getframe(1)):
+            _refuse(_THREAD_MESSAGE.format(what=what, how=how))
+        return original(*args, **kwargs)
+
+    blocked.__wrapped__ = original  # type: ignore[attr-defined]
+    return blocked
+
+
+# (módulo, atributo, o que começa): trocados durante a conferência e restaurados depois.
+# No Python 3.10 e 3.11 começar uma thread não gera evento de auditoria.
+_STARTERS = (
+    (_thread, "start_new_thread", "uma thread nova"),
+    (_thread, "start_new", "uma thread nova"),
+    (_thread, "start_joinable_thread", "uma thread nova"),
+    (threading, "_start_new_thread", "uma thread nova"),
+    (threading, "_start_joinable_thread", "uma thread nova"),
+    (os, "fork", "um processo novo"),
+    (os, "forkpty", "um processo novo"),
+    (multiprocessing.process.BaseProcess, "start", "um processo novo"),
+)
+
+
+def _short(err: BaseException) -> str:
+    """A primeira linha do erro, sem a dica do PyTorch sobre ``set_detect_anomaly``."""
+    return first_line(err).split(" Hint:")[0]
+
+
+# Códigos de conferência que a resposta pode chamar: funções que a conferência entrega
+# à resposta como argumento (ver :func:`allow_callback`).
+_CALLBACKS: set[types.CodeType] = set()
+
+
+def allow_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Marca ``fn`` (definida num módulo de conferência) como algo que a resposta pode chamar.
+
+    A guarda recusa código de conferência chamado pela resposta; uma conferência que
+    entrega uma função sua à resposta (um modelo de brinquedo, um passo de geração)
+    passa-a por aqui: ``call_answer(answer, {"step": allow_callback(step)}, ...)``.
+    Só o ponto de entrada precisa ser marcado: o que ``fn`` chama é chamado por código
+    de conferência. Devolve ``fn``.
+    """
+    _CALLBACKS.update(_answer_codes(fn))
+    return fn
+
+
+def _check_caller(frame: types.FrameType) -> None:
+    """``frame`` começa código de um módulo de conferência: quem chamou foi o aluno?"""
+    if frame.f_code in _CALLBACKS:
+        return
+    caller = frame.f_back
+    if _student_running(caller) and _STATE.violation is None:
+        code = frame.f_code
+        name = getattr(code, "co_qualname", code.co_name)
+        module = os.path.basename(code.co_filename)
+        _STATE.violation = (
+            f"sua resposta executou código da própria conferência (`{name}`, de "
+            f"tpt/exercises/{module}). As referências e os auxiliares da conferência são o "
+            "gabarito: chamá-los, por qualquer caminho (import, getattr, uma função que os "
+            "guarda), não resolve o exercício. Escreva a conta você mesmo."
+        )
+
+
+def _answer_codes(answer: Any) -> Iterator[types.CodeType]:
+    """Os códigos que rodam quando ``answer(...)`` é chamada (partial, método, __wrapped__)."""
+    seen: set[int] = set()
+    stack = [answer]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen or value is None:
+            continue
+        seen.add(id(value))
+        if isinstance(value, functools.partial):
+            stack.append(value.func)
+            continue
+        if isinstance(value, types.MethodType):
+            stack.append(value.__func__)
+            continue
+        code = getattr(value, "__code__", None)
+        if isinstance(code, types.CodeType):
+            yield code
+            stack.append(getattr(value, "__wrapped__", None))
+        elif not isinstance(value, type) and callable(value):
+            stack.append(type(value).__call__)
+
+
+def _refuse_check_answers(answers: tuple[Any, ...]) -> None:
+    for answer in answers:
+        for code in _answer_codes(answer):
+            if code_kind(code.co_filename) is CHECK:
+                _STATE.violation = (
+                    "a resposta entregue é código da própria conferência "
+                    f"(`{getattr(code, 'co_qualname', code.co_name)}`, de tpt/exercises/"
+                    f"{os.path.basename(code.co_filename)}). As referências e os auxiliares "
+                    "da conferência são o gabarito: entregá-los não resolve o exercício. "
+                    "Escreva a função você mesmo."
+                )
+                return
+
+
+@contextlib.contextmanager
+def sandbox(answers: tuple[Any, ...] = ()) -> Iterator[_Sandbox]:
+    """Liga as guardas durante o bloco (a conferência inteira) e devolve o estado.
+
+    Depois do bloco, ``state.violation`` traz a explicação do que a resposta fez de
+    proibido (ou ``None``): começar uma thread ou processo, executar código de um módulo
+    de conferência (o caminho até ele não importa: quem chamou é o que conta), ou trocar
+    o perfil ou o rastreamento do Python. ``answers`` (as respostas recebidas) não podem
+    ser elas mesmas código de conferência; a conferência chama ``state.answers``, as
+    mesmas funções embrulhadas para que o perfil da guarda fique ligado só enquanto elas
+    rodam. Tudo o que foi trocado volta ao que era. Aninhar é permitido (uma conferência
+    dentro de outra usa a guarda de fora).
+    """
+    if _STATE.depth > 0:
+        if _thread.get_ident() != _STATE.thread:
+            raise RuntimeError("as conferências rodam uma por vez, na mesma thread.")
+        outer = _STATE.answers
+        _STATE.answers = tuple(_guarded(a) if _wrappable(a) else a for a in answers)
+        _STATE.depth += 1
+        try:
+            yield _STATE
+        finally:
+            _STATE.depth -= 1
+            _STATE.answers = outer
+        return
+    _install_audit_hook()
+    saved = [
+        (owner, name, getattr(owner, name), what)
+        for owner, name, what in _STARTERS
+        if hasattr(owner, name)
+    ]
+    previous_profile = sys.getprofile()
+    _STATE.violation = None
+    _STATE.thread = _thread.get_ident()
+    _refuse_check_answers(answers)
+    try:
+        for owner, name, original, what in saved:
+            setattr(owner, name, _blocking(original, what, f"{owner.__name__}.{name}"))
+        # O perfil (caro: o Python fica mais lento com ele) só fica ligado enquanto a
+        # resposta roda: cada função recebida é embrulhada. Uma resposta que não é função
+        # (um objeto chamável) deixa o perfil ligado na conferência inteira.
+        _STATE.answers = tuple(_guarded(a) if _wrappable(a) else a for a in answers)
+        whole = any(callable(a) and not _wrappable(a) for a in answers)
+        if whole:
+            sys.setprofile(_chained(previous_profile))
+        _STATE.depth = 1
+        try:
+            yield _STATE
+        finally:
+            _STATE.depth = 0
+            if whole:
+                _restore_profile(previous_profile)
+    finally:
+        for owner, name, original, _ in saved:
+            setattr(owner, name, original)
+        _STATE.thread = None
+        _STATE.profiling = False
+
+
+def _wrappable(answer: Any) -> bool:
+    return isinstance(answer, (types.FunctionType, types.MethodType, functools.partial))
+
+
+def _guarded(answer: Callable[..., Any]) -> Callable[..., Any]:
+    """``answer`` com o perfil da guarda ligado enquanto ela roda (``inspect`` vê a original)."""
+
+    @functools.wraps(answer)
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if _STATE.profiling or not _active():
+            return answer(*args, **kwargs)
+        previous = sys.getprofile()
+        sys.setprofile(_chained(previous))
+        _STATE.profiling = True
+        try:
+            return answer(*args, **kwargs)
+        finally:
+            _STATE.profiling = False
+            _restore_profile(previous)
+
+    return guarded
+
+
+def _restore_profile(previous: Callable[..., Any] | None) -> None:
+    current = sys.getprofile()
+    sys.setprofile(previous if callable(previous) else None)
+    if not getattr(current, "_tpt_guard", False) and _STATE.violation is None:
+        _STATE.violation = (
+            "sua resposta trocou o perfil do Python (sys.setprofile), com que a "
+            "conferência acompanha o que roda durante a chamada. Tire essa troca da função."
+        )
+
+
+def _chained(previous: Callable[..., Any] | None) -> Callable[..., Any]:
+    """O perfil da guarda, encadeado com o que já estava ligado (se havia um)."""
+
+    if not callable(previous):  # um perfilador em C (cProfile): o Python não o chama
+        previous = None
+
+    def guard(frame: types.FrameType, event: str, arg: Any) -> None:
+        if event == "call" and code_kind(frame.f_code.co_filename) is CHECK:
+            _check_caller(frame)
+        if previous is not None:
+            previous(frame, event, arg)
+
+    guard._tpt_guard = True  # type: ignore[attr-defined]
+    return guard

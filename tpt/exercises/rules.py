@@ -6,7 +6,14 @@ operações do PyTorch (ATen) que rodaram durante a chamada da resposta, com um
 num ``functools.partial`` ou chamado como ``torch._softmax`` ou
 ``torch.ops.aten._softmax`` chega ao mesmo núcleo ``_softmax`` e é visto do mesmo
 jeito; um laço escondido num ``map``, numa compreensão ou numa função auxiliar faz o
-número de operações crescer com o tamanho da entrada, e é isso que se mede.
+número de operações crescer com o tamanho da entrada, e é isso que se mede. Um laço que
+foge do PyTorch (uma compreensão sobre ``tolist()`` terminada em ``torch.tensor``, um
+laço em numpy terminado em ``torch.from_numpy``) aparece nas linhas de Python do aluno e
+nos dados levados para fora do tensor, que :func:`op_counts_by_size` também mede.
+
+:func:`record_modules` vê as camadas prontas pelo código dos seus métodos (uma chamada
+direta ``Classe.forward(camada, ...)`` também conta); :func:`code_kind` diz de onde vem
+um código (biblioteca, máquina, conferência ou aluno), para as guardas de ``guards``.
 
 Exemplo::
 
@@ -19,7 +26,10 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
+import os
 import sys
+import sysconfig
 import types
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -42,6 +52,12 @@ __all__ = [
     "watch_autograd",
     "record_torch_calls",
     "record_modules",
+    "code_kind",
+    "chain_profile",
+    "LIBRARY",
+    "MACHINERY",
+    "CHECK",
+    "STUDENT",
 ]
 
 # Núcleos ATen que fazem um softmax (qualquer caminho do Python chega a um deles).
@@ -127,7 +143,11 @@ def record_ops() -> Iterator[OpRecord]:
 
 
 def op_counts_by_size(
-    fn: Callable[..., Any], make_args: Callable[[int], tuple[Any, ...]], sizes: tuple[int, int]
+    fn: Callable[..., Any],
+    make_args: Callable[[int], tuple[Any, ...]],
+    sizes: tuple[int, int],
+    *,
+    python_work: bool = True,
 ) -> tuple[int, int]:
     """Quantas operações ``fn(*make_args(n))`` executa em cada um dos dois tamanhos.
 
@@ -136,14 +156,122 @@ def op_counts_by_size(
     o número crescer com ``n``. Use ``sizes`` bem diferentes, por exemplo ``(5, 11)``, e
     sem eixos de tamanho 1 (com um eixo de tamanho 1, ``expand`` + ``reshape`` vira uma
     vista e a contagem muda sem laço nenhum).
+
+    "Sem laços" vale também fora do PyTorch: com ``python_work`` (o padrão), quando a
+    contagem de operações não cresce, mede-se ainda (1) o trabalho em Python do código do
+    aluno (linhas e chamadas executadas fora das bibliotecas e da conferência) e (2) os
+    dados levados do tensor para o Python ou o numpy (``tolist``, ``numpy``, ``item``...,
+    em número de elementos). Se um dos dois cresce com o tamanho, levanta
+    :class:`~tpt.exercises.core.ExerciseError` com a medida: um laço sobre ``tolist()``
+    terminado em ``torch.tensor(...)``, ou um laço em numpy terminado em
+    ``torch.from_numpy``, roda o mesmo número de operações do PyTorch e seria aceito.
     """
-    counts = []
+    counts, lines, exported = [], [], []
+    if python_work:
+        _warm_up_dispatch()
     for n in sizes:
         args = make_args(n)
-        with record_ops() as ops:
-            fn(*args)
+        if python_work:
+            with _PythonWork() as work, _Exports() as out, record_ops() as ops:
+                fn(*args)
+            lines.append(work.events)
+            exported.append(out.elements)
+        else:
+            with record_ops() as ops:
+                fn(*args)
         counts.append(ops.total)
+    if python_work and counts[0] == counts[1]:
+        _expect_no_python_growth(sizes, lines, exported)
     return counts[0], counts[1]
+
+
+_WARM: list[bool] = []
+
+
+def _warm_up_dispatch() -> None:
+    """Roda uma operação sob ``record_ops`` uma vez por processo, fora do rastreamento.
+
+    A primeira operação sob um ``TorchDispatchMode`` importa boa parte do PyTorch (alguns
+    segundos); com o ``sys.settrace`` da medida ligado, essa importação seria muito mais
+    lenta. O aquecimento não muda nenhuma contagem.
+    """
+    if not _WARM:
+        with record_ops():
+            torch.ones(1) + 1
+        _WARM.append(True)
+
+
+def _expect_no_python_growth(
+    sizes: tuple[int, int], lines: list[int], exported: list[dict[str, int]]
+) -> None:
+    from tpt.exercises.core import ExerciseError
+
+    small, large = (sum(e.values()) for e in exported)
+    if large > small:
+        names = ", ".join(sorted(set(exported[0]) | set(exported[1])))
+        raise ExerciseError(
+            "Sem laços: a conferência rodou sua função em dois tamanhos de entrada e, no "
+            f"maior, ela passou mais dados dos tensores para o Python ou o numpy ({names}: "
+            f"{small} elemento(s) no tamanho menor, {large} no maior). Trabalhar nos números "
+            "fora do PyTorch, mesmo voltando a um tensor no fim (torch.tensor, "
+            "torch.from_numpy), é um laço escondido: faça a conta inteira em tensores do "
+            "PyTorch, de uma vez."
+        )
+    if lines[1] > lines[0]:
+        raise ExerciseError(
+            "Sem laços: a conferência rodou sua função em dois tamanhos de entrada e o "
+            f"trabalho em Python do seu código cresceu com o tamanho ({lines[0]} linhas e "
+            f"chamadas executadas no menor, {lines[1]} no maior), embora o número de "
+            "operações do PyTorch não mude: há um laço em Python ou numpy (for, while, "
+            "compreensão, map) sobre os dados. Faça a conta inteira em tensores do PyTorch, "
+            "de uma vez."
+        )
+
+
+class _PythonWork:
+    """Conta as linhas e chamadas executadas no código do aluno (``sys.settrace``)."""
+
+    def __init__(self) -> None:
+        self.events = 0
+
+    def _local(self, frame: types.FrameType, event: str, arg: Any) -> Any:
+        if event == "line":
+            self.events += 1
+        return self._local
+
+    def _global(self, frame: types.FrameType, event: str, arg: Any) -> Any:
+        if code_kind(frame.f_code.co_filename) is not STUDENT:
+            return None  # bibliotecas e conferência: sem rastrear linhas
+        self.events += 1
+        return self._local
+
+    def __enter__(self) -> _PythonWork:
+        previous = sys.gettrace()
+        self._previous = previous if callable(previous) else None
+        sys.settrace(self._global)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.settrace(self._previous)
+
+
+# Saídas do PyTorch para o Python ou o numpy: quantos elementos cada uma leva.
+_EXPORT_ALL = frozenset({"tolist", "numpy", "__array__"})
+_EXPORT_ONE = frozenset({"item", "__int__", "__float__", "__index__", "__bool__", "__complex__"})
+
+
+class _Exports(TorchFunctionMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.elements: collections.Counter[str] = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        name = getattr(func, "__name__", "")
+        if name in _EXPORT_ALL and args and isinstance(args[0], Tensor):
+            self.elements[name] += args[0].numel()
+        elif name in _EXPORT_ONE:
+            self.elements[name] += 1
+        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
@@ -156,16 +284,35 @@ def record_python_calls() -> Iterator[set[types.CodeType]]:
     """
     seen: set[types.CodeType] = set()
 
+    def listener(frame: types.FrameType) -> None:
+        seen.add(frame.f_code)
+
+    with chain_profile(listener):
+        yield seen
+
+
+@contextlib.contextmanager
+def chain_profile(listener: Callable[[types.FrameType], None]) -> Iterator[None]:
+    """Chama ``listener(frame)`` a cada função Python que começa a rodar no bloco.
+
+    Encadeia com o perfil que já estiver ligado (o da guarda de :func:`exercise`, ou o
+    de outro ``record_*`` por fora): os dois continuam vendo tudo.
+    """
+    previous = sys.getprofile()
+    # Um perfilador em C (cProfile) aparece como um objeto que o Python não chama: fica de fora.
+    chained = previous if callable(previous) else None
+
     def profile(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call":
-            seen.add(frame.f_code)
+            listener(frame)
+        if chained is not None:
+            chained(frame, event, arg)
 
-    previous = sys.getprofile()
     sys.setprofile(profile)
     try:
-        yield seen
+        yield
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(chained)
 
 
 def functions_from_file(codes: Iterable[types.CodeType], path: str) -> set[str]:
@@ -220,15 +367,135 @@ def record_torch_calls() -> Iterator[set[str]]:
 
 @contextlib.contextmanager
 def record_modules() -> Iterator[set[type]]:
-    """As classes dos ``nn.Module`` cujo ``forward`` rodou no bloco (gancho global)."""
+    """As classes dos ``nn.Module`` cujo código rodou no bloco.
+
+    Duas vias: um gancho global vê cada ``módulo(...)`` (a classe do objeto chamado), e o
+    perfil vê o código de cada método executado, qualquer que seja o caminho: uma
+    chamada direta ``DecoderLayer.forward(camada, ...)``, ``Classe._sa_block(...)`` ou um
+    método qualquer definido na classe conta para a classe que o definiu. Os métodos do
+    próprio ``nn.Module`` (``__call__``, ``__setattr__``...) não contam, nem construir a
+    camada (``__init__``).
+    """
     seen: set[type] = set()
+    owners = _module_methods()
+
+    def listener(frame: types.FrameType) -> None:
+        owner = owners.get(frame.f_code)
+        if owner is not None:
+            seen.add(owner)
+
     handle = nn.modules.module.register_module_forward_pre_hook(
         lambda module, args: seen.add(type(module))
     )
     try:
-        yield seen
+        with chain_profile(listener):
+            yield seen
     finally:
         handle.remove()
+
+
+def _module_methods() -> dict[types.CodeType, type]:
+    """``{código de um método: classe que o define}`` para as subclasses de ``nn.Module``."""
+    classes = _module_subclasses()
+    key = len(classes)
+    if _METHODS_CACHE.get("key") != key:
+        owners: dict[types.CodeType, type] = {}
+        for cls in classes:
+            for name, value in vars(cls).items():
+                if name in _NOT_RUNNING:
+                    continue
+                for code in _codes(value):
+                    owners.setdefault(code, cls)
+        _METHODS_CACHE.clear()
+        _METHODS_CACHE.update(key=key, owners=owners)
+    return _METHODS_CACHE["owners"]
+
+
+_METHODS_CACHE: dict[str, Any] = {}
+# Construir (ou mostrar) uma camada não é rodá-la.
+_NOT_RUNNING = frozenset({"__init__", "__new__", "__repr__", "extra_repr", "__setstate__"})
+
+
+def _module_subclasses() -> list[type]:
+    found, stack = [], list(nn.Module.__subclasses__())
+    seen: set[type] = set()
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        found.append(cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def _codes(value: Any) -> Iterator[types.CodeType]:
+    if isinstance(value, (staticmethod, classmethod)):
+        value = value.__func__
+    if isinstance(value, property):
+        for part in (value.fget, value.fset, value.fdel):
+            yield from _codes(part)
+        return
+    if isinstance(value, functools.partialmethod):
+        value = value.func
+    code = getattr(value, "__code__", None)
+    if isinstance(code, types.CodeType):
+        yield code
+
+
+# --------------------------------------------------------------------------------------
+# De onde vem o código que roda: biblioteca, máquina das conferências, conferência, aluno
+# --------------------------------------------------------------------------------------
+LIBRARY = "biblioteca"  # Python, PyTorch, numpy, pacotes instalados e o tpt fora daqui
+MACHINERY = "máquina"  # core.py, rules.py, guards.py, __init__.py desta pasta
+CHECK = "conferência"  # os módulos de cada notebook (masks.py, attention.py...)
+STUDENT = "aluno"  # todo o resto: células do notebook, testes, código do aluno
+
+_HERE = Path(__file__).resolve().parent
+_MACHINERY_FILES = frozenset(_HERE / name for name in ("core.py", "rules.py", "guards.py"))
+_MACHINERY_FILES = _MACHINERY_FILES | {_HERE / "__init__.py"}
+
+
+def _library_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    for module in (torch, np_module()):
+        if module is not None:
+            roots.add(str(Path(module.__file__).resolve().parent))
+    roots.add(str(_HERE.parent))  # o pacote tpt (a pasta das conferências é tratada antes)
+    return tuple(os.path.realpath(root) + os.sep for root in roots)
+
+
+def np_module() -> Any:
+    """O numpy, se instalado (``None`` se não)."""
+    try:
+        import numpy
+    except ImportError:  # pragma: no cover - o numpy vem com o torch
+        return None
+    return numpy
+
+
+@functools.cache
+def code_kind(filename: str) -> str:
+    """De onde vem o código de ``filename``: :data:`LIBRARY`, :data:`MACHINERY`,
+    :data:`CHECK` (um módulo de conferência de notebook) ou :data:`STUDENT`.
+
+    As guardas usam isso para distinguir o código do aluno (a célula do notebook, que roda
+    sob as regras) do código de bibliotecas (transparente) e da própria conferência.
+    """
+    if filename.startswith("<frozen "):
+        return LIBRARY
+    if filename.startswith("<"):
+        return STUDENT
+    path = Path(os.path.realpath(filename))
+    if path.parent == _HERE:
+        return MACHINERY if path in _MACHINERY_FILES else CHECK
+    if str(path).startswith(_LIBRARY_ROOTS):
+        return LIBRARY
+    return STUDENT
+
+
+_LIBRARY_ROOTS = _library_roots()
 
 
 def _is_view(func: Any) -> bool:
