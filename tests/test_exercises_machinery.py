@@ -878,3 +878,4 @@ def test_a_callback_the_check_hands_over_may_be_called():
     with sandbox((uses_a_private_helper,)) as state:
         call_answer(state.answers[0], {"t": 3}, "No caso")
     assert "_window_variants" in state.violation
+

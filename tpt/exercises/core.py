@@ -83,11 +83,7 @@ def exercise(title: str) -> Callable[[Callable[..., Any]], Callable[..., bool]]:
                     failure = str(err)
                 except Exception as err:  # a função do aluno quebrou: explicar, não derrubar
                     explained = autograd_explanation(err)
-                    failure = (
-                        f"{explained} (mensagem original: {first_line(err).split(' Hint:')[0]})"
-                        if explained
-                        else f"sua resposta levantou {type(err).__name__}: {err}"
-                    )
+                    failure = explained or f"sua resposta levantou {type(err).__name__}: {err}"
             if state.violation is not None:
                 # O que a guarda viu vem primeiro; o que a conferência achou, se for outra
                 # coisa, vem depois (as duas causas foram medidas).

@@ -98,9 +98,7 @@ def call_answer(
         tip = f" {hint}" if hint else ""
         explained = autograd_explanation(err)
         if explained:
-            raise ExerciseError(
-                f"{where}, {explained} (mensagem original: {_short(err)})"
-            ) from None
+            raise ExerciseError(f"{where}, {explained}") from None
         raise ExerciseError(
             f"{where}, sua função levantou {type(err).__name__}.{tip}{detail}"
         ) from None
@@ -219,7 +217,7 @@ def _gradients(
         explained = autograd_explanation(err) if check else None
         if explained is None:
             raise
-        raise ExerciseError(f"{where}, {explained} (mensagem original: {_short(err)})") from None
+        raise ExerciseError(f"{where}, {explained}") from None
     for p in (p for _, p in params):
         p.grad = None
     return dict(zip(list(names) + [n for n, _ in params], got, strict=True))
@@ -524,11 +522,6 @@ _STARTERS = (
 )
 
 
-def _short(err: BaseException) -> str:
-    """A primeira linha do erro, sem a dica do PyTorch sobre ``set_detect_anomaly``."""
-    return first_line(err).split(" Hint:")[0]
-
-
 # Códigos de conferência que a resposta pode chamar: funções que a conferência entrega
 # à resposta como argumento (ver :func:`allow_callback`).
 _CALLBACKS: set[types.CodeType] = set()
@@ -547,9 +540,15 @@ def allow_callback(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+#: Métodos que o próprio PyTorch chama, de dentro do C++, a cada operação que a resposta
+#: executa: são a instrumentação que a conferência ligou (um ``TorchDispatchMode`` que
+#: conta contas), não código que a resposta escolheu rodar.
+_TORCH_CALLBACKS = frozenset({"__torch_dispatch__", "__torch_function__"})
+
+
 def _check_caller(frame: types.FrameType) -> None:
     """``frame`` começa código de um módulo de conferência: quem chamou foi o aluno?"""
-    if frame.f_code in _CALLBACKS:
+    if frame.f_code in _CALLBACKS or frame.f_code.co_name in _TORCH_CALLBACKS:
         return
     caller = frame.f_back
     if _student_running(caller) and _STATE.violation is None:
