@@ -475,3 +475,15 @@ def test_softmax_in_place_division_of_its_own_exp_is_explained_in_portuguese(ans
     # a causa em português, não o RuntimeError cru do autograd
     assert "one of the variables needed" not in out and "modified by an inplace" not in out
     assert "no lugar" in out and "gradiente" in out
+
+
+def test_softmax_nan_is_described_by_position_not_as_infinite_difference(capsys):
+    def nan_softmax(scores):
+        e = torch.exp(scores - scores.amax(dim=-1, keepdim=True))
+        out = e / e.sum(dim=-1, keepdim=True)
+        first_column = torch.zeros_like(out, dtype=torch.bool)
+        first_column[..., 0] = True
+        return out.masked_fill(first_column, float("nan"))
+
+    result, out = _run(ex.check_stable_softmax, nan_softmax, capsys)
+    assert result is False and "NaN" in out and "∞" not in out and "e+308" not in out, out

@@ -27,6 +27,7 @@ from torch import Tensor
 
 from tpt.exercises.core import (
     ExerciseError,
+    difference_text,
     exercise,
     expect,
     first_line,
@@ -192,8 +193,7 @@ def check_stable_softmax(stable_softmax: Callable[[Tensor], Tensor]) -> None:
         bad = "tem NaN ou infinito" if not bool(received.isfinite().all()) else "difere"
         raise ExerciseError(
             f"{where}, o resultado {bad}: esperava {_numbers(expected)}; recebi "
-            f"{_numbers(received)} (maior diferença "
-            f"{fmt(max_abs_diff(received, expected), 2, sci=True)}, tolerância "
+            f"{_numbers(received)} ({difference_text(received, expected)}, tolerância "
             f"{fmt(_SOFTMAX_ATOL, 0, sci=True)})."
         )
     grad_case = torch.randn(2, 3, 5, generator=g)
@@ -590,6 +590,6 @@ def check_attention_backward(
                 if max_abs_diff(got, wrong) <= 1e-6 and max_abs_diff(wrong, want) > 1e-6:
                     raise ExerciseError(f"{where}, {name} não confere: {diagnosis}")
             raise ExerciseError(
-                f"{where}, {name} difere do gradiente do autograd: maior diferença "
-                f"{fmt(diff, 2, sci=True)} (tolerância 1e-06)."
+                f"{where}, {name} difere do gradiente do autograd: "
+                f"{difference_text(got, want)} (tolerância 1e-06)."
             )
