@@ -266,3 +266,18 @@ def test_output_inside_submissions_is_refused(tmp_path):
         text=True,
     )
     assert done.returncode == 2 and "dentro das entregas" in done.stderr
+
+
+def test_child_has_a_cpu_limit_that_outlives_the_parent():
+    """Se o processo da correção morrer, o limite de CPU ainda derruba um filho em laço."""
+    from tpt.turma.sandbox import _limit
+
+    probe = "import resource; print(*resource.getrlimit(resource.RLIMIT_CPU))"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        preexec_fn=_limit(4 * 2**30, 30),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert [int(x) for x in out] == [40, 45]

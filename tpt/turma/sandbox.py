@@ -17,6 +17,7 @@ quem corrige (veja o README).
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import selectors
@@ -57,8 +58,14 @@ class ChildRun:
         return any(e.get("kind") == "done" for e in self.events)
 
 
-def _limit(memory: int):
+def _limit(memory: int, seconds: float):
+    # Rede de segurança do tempo: se o pai morrer (Ctrl+C, kill), ninguém mais mata o
+    # filho pelo relógio; o limite de CPU o derruba sozinho um pouco depois do prazo
+    # (com 1 thread, o tempo de CPU nunca passa o de relógio: o prazo do pai vem antes).
+    cpu = math.ceil(seconds) + 10
+
     def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
         resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -108,7 +115,7 @@ def run_child(job: dict[str, Any], limits: Limits) -> ChildRun:
                 cwd=scratch,
                 env=child_env(scratch, limits.seed),
                 pass_fds=(write_fd,),
-                preexec_fn=_limit(limits.memory),
+                preexec_fn=_limit(limits.memory, limits.seconds),
                 start_new_session=True,
             )
         os.close(write_fd)
