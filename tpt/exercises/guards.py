@@ -486,16 +486,18 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         )
 
 
-_AUDIT_INSTALLED = False
+# Um contêiner (não um bool reatribuído com ``global``): os nomes do módulo apontam
+# sempre para os mesmos objetos, e a correção de uma turma (tpt.turma), que compara os
+# módulos antes e depois do código do aluno, não confunde a instalação com uma troca.
+_AUDIT_HOOK: set[str] = set()
 
 
 def _install_audit_hook() -> None:
     # Um gancho de auditoria não se remove; ele só age com uma conferência em andamento
     # e na thread dela (fora disso, custa uma comparação por evento auditado).
-    global _AUDIT_INSTALLED
-    if not _AUDIT_INSTALLED:
+    if not _AUDIT_HOOK:
         sys.addaudithook(_audit)
-        _AUDIT_INSTALLED = True
+        _AUDIT_HOOK.add("instalado")
 
 
 def _blocking(original: Callable[..., Any], what: str, how: str) -> Callable[..., Any]:
