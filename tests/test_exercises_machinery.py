@@ -502,11 +502,16 @@ def test_guards_are_restored_after_a_check(capsys):
     import sys
     import threading
 
-    before = (sys.getprofile(), _thread.start_new_thread, threading._start_new_thread, os.fork)
+    def state():
+        # threading._start_new_thread virou _start_joinable_thread no Python 3.13
+        names = ("_start_new_thread", "_start_joinable_thread")
+        starters = [getattr(threading, n, None) for n in names]
+        return (sys.getprofile(), _thread.start_new_thread, *starters, os.fork)
+
+    before = state()
     rejected(attention_ex.check_stable_softmax, _in_thread, capsys)
     accepted(attention_ex.check_stable_softmax, stable_softmax, capsys)
-    after = (sys.getprofile(), _thread.start_new_thread, threading._start_new_thread, os.fork)
-    assert before == after
+    assert state() == before
 
 
 # O código da conferência, por qualquer caminho -------------------------------------------

@@ -104,7 +104,7 @@ def _near_limit(before: int) -> bool:
     """
     import resource
 
-    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    limit = resource.getrlimit(resource.RLIMIT_DATA)[0]
     now = _peak()
     return limit > 0 and now > before and now >= 0.9 * limit
 
@@ -195,7 +195,7 @@ def main(fd: int) -> None:
             channel.send(kind="tampered", exercise=number, changes=changes)
             continue
         situacao, message = _verdict(returned, buffer.getvalue())
-        if situacao in ("errado", "erro") and _near_limit(before):
+        if situacao in ("errado", "erro") and (_near_limit(before) or _is_memory(message)):
             situacao = "memória esgotada"
             message = f"a resposta passou do limite de memória da correção; {message}"
         channel.send(kind="result", exercise=number, situacao=situacao, mensagem=message)

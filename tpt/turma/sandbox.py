@@ -5,7 +5,8 @@ Cada notebook entregue roda num processo próprio (:mod:`tpt.turma.child`):
 - numa pasta de rascunho nova (``cwd`` e ``HOME``), apagada no fim;
 - sem rede: ``HF_HUB_OFFLINE=1`` e ``TRANSFORMERS_OFFLINE=1`` (nada na correção baixa);
 - com a semente dos casos sorteados fixa (``TPT_EXERCISE_SEED``);
-- com limite de memória (``RLIMIT_AS``, o espaço de endereços do processo), de tamanho
+- com limite de memória (``RLIMIT_DATA``: a memória que o processo aloca; não o espaço de
+  endereços, que o torch com CUDA reserva aos GB só ao ser importado), de tamanho
   de arquivo (``RLIMIT_FSIZE``) e sem core dumps, postos no filho antes do ``exec``;
 - com limite de tempo de relógio: estourou, o grupo de processos inteiro é morto.
 
@@ -36,7 +37,7 @@ STDERR_TAIL = 4000
 
 @dataclass
 class Limits:
-    """Limites de um notebook: segundos de relógio e bytes de memória (espaço de endereços)."""
+    """Limites de um notebook: segundos de relógio e bytes de memória alocada (RLIMIT_DATA)."""
 
     seconds: float = 300.0
     memory: int = 4 * 2**30
@@ -66,7 +67,7 @@ def _limit(memory: int, seconds: float):
 
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+        resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
         resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
