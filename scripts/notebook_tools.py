@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import configparser
 import copy
+import hashlib
 import re
 from pathlib import Path
 
@@ -23,6 +24,10 @@ IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
 # Tag de célula: a figura mostra SÓ tempos (muda a cada execução sem que os dados mudem).
 # Só nessas a regravação guarda a imagem anterior quando o texto, sanitizado, é o mesmo.
 TIMING_FIGURE_TAG = "grafico-de-tempos"
+# Nessas células, a regravação anota o código que desenhou a imagem guardada (um resumo
+# do texto da célula): se o código mudou desde então, a imagem velha não é reaproveitada,
+# mesmo que a célula já tenha sido editada e commitada antes da regravação.
+FIGURE_SOURCE_KEY = "fonte_da_figura"
 
 
 def course_notebooks() -> list[Path]:
@@ -107,6 +112,11 @@ def is_timing_figure(cell) -> bool:
     return TIMING_FIGURE_TAG in cell.get("metadata", {}).get("tags", [])
 
 
+def source_digest(cell) -> str:
+    """Resumo (sha256, 16 dígitos) do código da célula."""
+    return hashlib.sha256(cell.source.encode("utf-8")).hexdigest()[:16]
+
+
 def normalize(nb, previous=None):
     """Remove metadados voláteis do papermill e reaproveita saídas equivalentes.
 
@@ -116,7 +126,8 @@ def normalize(nb, previous=None):
     git. As imagens entram na comparação: uma figura cujos dados mudaram é sempre
     refeita, mesmo numa célula ignorada pelo nbval. A única exceção são as células com a
     tag ``grafico-de-tempos`` (a figura só mostra tempos, que mudam a cada execução):
-    nelas a imagem anterior fica se o texto sanitizado for o mesmo.
+    nelas a imagem anterior fica se o texto sanitizado for o mesmo e se ela foi desenhada
+    pelo mesmo código (o resumo anotado em ``fonte_da_figura``).
     """
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
@@ -134,13 +145,19 @@ def normalize(nb, previous=None):
             cell.id = "injected-parameters"
         if cell.cell_type != "code":
             continue
+        if is_timing_figure(cell):
+            cell.metadata[FIGURE_SOURCE_KEY] = source_digest(cell)
+        else:
+            cell.metadata.pop(FIGURE_SOURCE_KEY, None)
         cell.outputs = merge_streams(cell.outputs)
         old = old_cells.get(cell.get("id"))
         if old is None or old.cell_type != "code" or old.source != cell.source:
             continue
         timing = is_volatile(cell) and is_timing_figure(cell)
-        same = _sanitized_outputs(old.outputs, patterns, ignore_images=timing) == (
-            _sanitized_outputs(cell.outputs, patterns, ignore_images=timing)
+        drawn_by_same_code = old.metadata.get(FIGURE_SOURCE_KEY) == source_digest(cell)
+        keep_image = timing and drawn_by_same_code
+        same = _sanitized_outputs(old.outputs, patterns, ignore_images=keep_image) == (
+            _sanitized_outputs(cell.outputs, patterns, ignore_images=keep_image)
         )
         if same:
             cell.outputs = old.outputs

@@ -112,12 +112,31 @@ def test_rebuild_keeps_the_outputs_when_nothing_but_timings_changed():
     assert "1,5" in cell.outputs[0]["text"]  # nenhum diff no git
 
 
+def _drawn_by_its_code(cell):
+    from notebook_tools import FIGURE_SOURCE_KEY, source_digest
+
+    cell.metadata[FIGURE_SOURCE_KEY] = source_digest(cell)
+    return cell
+
+
 def test_a_timing_figure_keeps_its_previous_image_when_the_text_matches():
     tags = ["grafico-de-tempos"]
-    cell = _rebuild(
-        _figure_cell("TEMPOS-VELHOS", "1,5", tags), _figure_cell("TEMPOS-NOVOS", "2,7", tags)
-    )
+    old = _drawn_by_its_code(_figure_cell("TEMPOS-VELHOS", "1,5", tags))
+    cell = _rebuild(old, _figure_cell("TEMPOS-NOVOS", "2,7", tags))
     assert cell.outputs[1]["data"]["image/png"] == "TEMPOS-VELHOS"
+    assert cell.metadata["fonte_da_figura"] == old.metadata["fonte_da_figura"]
+
+
+def test_a_timing_figure_drawn_by_older_code_is_refreshed():
+    # O código da célula mudou (e foi salvo) antes da regravação: a imagem guardada veio do
+    # código antigo, então a nova fica, mesmo com a tag e o texto sanitizado igual.
+    tags = ["grafico-de-tempos"]
+    old = _drawn_by_its_code(_figure_cell("TEMPOS-DO-CODIGO-ANTIGO", "1,5", tags))
+    old.source = old.source.replace("plt.plot", "plt.semilogy")
+    new = _figure_cell("TEMPOS-NOVOS", "2,7", tags)
+    new.source = old.source
+    cell = _rebuild(old, new)
+    assert cell.outputs[1]["data"]["image/png"] == "TEMPOS-NOVOS"
 
 
 def test_timing_figure_tag_is_used_only_on_cells_ignored_by_nbval():
