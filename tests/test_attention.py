@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import math
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
@@ -469,3 +474,47 @@ def test_validate_false_gives_the_same_output_with_cache(positional):
         expected = mha(x[:, 5:], is_causal=True, cache=checked)[0]
         received = mha(x[:, 5:], is_causal=True, cache=fast, validate=False)[0]
     assert torch.equal(received, expected) and len(fast) == 6
+
+
+# --------------------------------------------------------------------------------------
+# A função passo a passo do notebook 03 e a do tpt: os mesmos bits, com qualquer d_k
+# --------------------------------------------------------------------------------------
+NOTEBOOK_03 = Path(__file__).resolve().parents[1] / "notebooks" / "03_atencao_produto_escalar.ipynb"
+
+
+def _notebook_function(path: Path, name: str):
+    """A definição de ``name`` numa célula de código do notebook, executada sozinha."""
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        lines = [
+            line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))
+        ]
+        for node in ast.parse("\n".join(lines)).body:
+            if isinstance(node, ast.FunctionDef) and node.name == name:
+                namespace = {"math": math, "torch": torch}
+                exec(compile(ast.Module([node], type_ignores=[]), str(path), "exec"), namespace)
+                return namespace[name]
+    raise AssertionError(f"{name} não está em {path.name}")
+
+
+@pytest.mark.parametrize("d_k", [3, 4, 8])
+def test_notebook_03_step_by_step_matches_tpt_bit_for_bit(d_k):
+    """O notebook 03 compara a sua função com a do tpt com tolerância zero: vale com todo d_k."""
+    step_by_step = _notebook_function(NOTEBOOK_03, "attention_step_by_step")
+    for seed, (b, t, s) in enumerate([(2, 3, 5), (1, 32, 32), (3, 7, 4)]):
+        g = torch.Generator().manual_seed(seed)
+        q = torch.randn(b, t, d_k, generator=g)
+        k = torch.randn(b, s, d_k, generator=g)
+        v = torch.randn(b, s, 6, generator=g)
+        ours, ours_weights = step_by_step(q, k, v)
+        out, weights = scaled_dot_product_attention(q, k, v)
+        assert torch.equal(ours, out) and torch.equal(ours_weights, weights)
+
+
+@pytest.mark.parametrize("d_k", [3, 8])
+def test_dividing_by_sqrt_dk_changes_bits(d_k):
+    """Por que o notebook multiplica por 1/√d_k: dividir por √d_k (não exato) muda o último bit."""
+    x = torch.randn(10_000, generator=torch.Generator().manual_seed(0))
+    assert not torch.equal(x / math.sqrt(d_k), x * (1 / math.sqrt(d_k)))
