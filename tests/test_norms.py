@@ -104,6 +104,21 @@ def test_layernorm_standardizes_each_token():
     )  # atol=1e-12
 
 
+@pytest.mark.parametrize("fused", [True, False])
+def test_layernorm_variance_is_var_over_var_plus_eps(fused):
+    # A variância 1 só vale com var >> eps: em geral, a saída tem var / (var + eps).
+    gen = torch.Generator().manual_seed(0)
+    scales = torch.logspace(-5, 1, 7, dtype=torch.float64)  # var de 1e-10 a 100
+    x = scales[:, None, None] * torch.randn(7, 4, 16, generator=gen, dtype=torch.float64)
+    eps = 1e-5
+    y = LayerNorm(16, eps=eps, fused=fused).double()(x)
+    var_in = x.var(-1, unbiased=False)
+    torch.testing.assert_close(
+        y.var(-1, unbiased=False), var_in / (var_in + eps), atol=1e-12, rtol=0
+    )  # atol=1e-12
+    assert (y.var(-1, unbiased=False)[0] < 0.01).all()  # var ~1e-10: a saída quase some
+
+
 def test_rmsnorm_unit_rms():
     torch.manual_seed(1)
     x = torch.randn(2, 5, 12, dtype=torch.float64) * 4

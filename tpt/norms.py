@@ -79,7 +79,9 @@ class LayerNorm(nn.Module):
 
     Args:
         normalized_shape: largura ``d`` do último eixo.
-        eps: somado à variância para estabilidade numérica.
+        eps: somado à variância para estabilidade numérica; num token com variância
+            da ordem de ``eps`` ou menor, a saída sai com variância ``var / (var + eps)``,
+            abaixo de 1.
         bias: se ``False``, não há deslocamento aprendido (``self.bias`` é ``None``).
         fused: ``True`` (padrão) calcula com ``F.layer_norm``; ``False`` segue a
             fórmula passo a passo (mais lento, mesmos números).
@@ -107,7 +109,8 @@ class LayerNorm(nn.Module):
             return F.layer_norm(x, shape, self.weight, self.bias, self.eps)
         mean = x.mean(dim=-1, keepdim=True)  # (..., 1)
         var = (x - mean).pow(2).mean(dim=-1, keepdim=True)  # (..., 1), variância enviesada
-        x_hat = (x - mean) / torch.sqrt(var + self.eps)  # (..., d): média 0, variância 1
+        # (..., d): média 0 e variância var / (var + eps), que é 1 quando var >> eps
+        x_hat = (x - mean) / torch.sqrt(var + self.eps)
         y = x_hat * self.weight
         if self.bias is not None:
             y = y + self.bias
