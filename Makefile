@@ -65,8 +65,8 @@ test-notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) -m pytest $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
 
 # As saídas guardadas valem em qualquer CPU: o nbval de novo, com as rotinas genéricas do
-# PyTorch, da MKL e da oneDNN (e com AVX2, onde a máquina tem AVX-512). Ver
-# scripts/test_kernels.py.
+# PyTorch, da MKL e da oneDNN, com as genéricas só no PyTorch (MKL e oneDNN nativas) e com AVX2,
+# onde a máquina tem AVX-512. Ver scripts/test_kernels.py.
 test-kernels: $(STAMP)
 	$(ISOLATED_ENV) $(PY) scripts/test_kernels.py -- $(XDIST) $(if $(NB),$(NB:%=notebooks/%),notebooks) $(NBVAL_FLAGS) -q
 

@@ -14,9 +14,14 @@ elas com os núcleos trocados:
 
 - `genérico`: os três no caminho mais simples (sempre);
 - `avx2`: AVX2 em vez de AVX-512 nos três (só onde a máquina tem AVX-512);
+- `genérico-só-aten`: só o PyTorch no caminho genérico, com a MKL e a oneDNN nos núcleos
+  nativos (onde o PyTorch desta máquina não é já o genérico);
 - `avx2-só-aten`: só o PyTorch em AVX2, com a MKL e a oneDNN nos núcleos nativos (só
-  onde a máquina tem AVX-512). Misturas assim acontecem de verdade (uma MKL que escolhe
-  o próprio caminho) e já mudaram uma saída que os outros dois conjuntos não mudavam.
+  onde a máquina tem AVX-512).
+
+Misturas como as duas últimas acontecem de verdade (uma MKL que escolhe o próprio
+caminho) e já mudaram saídas que os conjuntos completos não mudavam: `avx2-só-aten`, uma
+contagem do 02; `genérico-só-aten`, um veredito sobre as cabeças de atenção do 09.
 
 As saídas foram gravadas (`make notebooks`) com os núcleos nativos de alguma máquina;
 passar aqui prova que a gravação e a conferência podem usar núcleos diferentes.
@@ -37,8 +42,11 @@ KERNEL_SETS: dict[str, dict[str, str]] = {
         "ONEDNN_MAX_CPU_ISA": "SSE41",
     },
     "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"},
+    "genérico-só-aten": {"ATEN_CPU_CAPABILITY": "default"},
     "avx2-só-aten": {"ATEN_CPU_CAPABILITY": "avx2"},
 }
+# Os nomes que o PyTorch dá ao caminho genérico (o torch 2.6, o piso, diz "NO AVX").
+GENERIC = {"DEFAULT", "NO AVX"}
 PROBE = "import torch; print(torch.backends.cpu.get_cpu_capability())"
 
 
@@ -53,6 +61,8 @@ def capability(env: dict[str, str] | None = None) -> str:
 def kernel_sets(native: str) -> list[str]:
     """Os conjuntos a conferir, dado o nativo desta máquina."""
     chosen = ["genérico"]
+    if native.upper() not in GENERIC:
+        chosen.append("genérico-só-aten")
     if native.upper().startswith("AVX512"):
         chosen += ["avx2", "avx2-só-aten"]
     return chosen

@@ -50,10 +50,11 @@ def test_notebooks_run_without_the_tcp_warning(tmp_path):
 @pytest.mark.parametrize(
     ("native", "expected"),
     [
-        ("AVX512", ["genérico", "avx2", "avx2-só-aten"]),
-        ("AVX2", ["genérico"]),
+        ("AVX512", ["genérico", "genérico-só-aten", "avx2", "avx2-só-aten"]),
+        ("AVX2", ["genérico", "genérico-só-aten"]),
         ("DEFAULT", ["genérico"]),
-        ("SVE256", ["genérico"]),
+        ("NO AVX", ["genérico"]),
+        ("SVE256", ["genérico", "genérico-só-aten"]),
     ],
 )
 def test_kernel_sets_always_include_another_set_than_the_native_one(native, expected):
@@ -63,6 +64,13 @@ def test_kernel_sets_always_include_another_set_than_the_native_one(native, expe
 def test_the_mixed_set_changes_only_pytorch_and_leaves_mkl_and_onednn_native():
     """A mistura que mudou uma saída do 02: ATEN_CPU_CAPABILITY=avx2 sozinho."""
     assert test_kernels.KERNEL_SETS["avx2-só-aten"] == {"ATEN_CPU_CAPABILITY": "avx2"}
+
+
+def test_the_generic_aten_only_set_leaves_mkl_and_onednn_native():
+    """A mistura que mudou um veredito do 09: ATEN_CPU_CAPABILITY=default sozinho."""
+    assert test_kernels.KERNEL_SETS["genérico-só-aten"] == {"ATEN_CPU_CAPABILITY": "default"}
+    env = {**os.environ, **test_kernels.KERNEL_SETS["genérico-só-aten"]}
+    assert test_kernels.capability(env) in test_kernels.GENERIC
 
 
 def test_the_generic_set_really_changes_the_kernels_pytorch_uses():
