@@ -27,9 +27,9 @@ def _dense_reference(moe: MoEFeedForward, x: torch.Tensor) -> torch.Tensor:
     probs = torch.softmax(tokens @ moe.router.weight.T, dim=-1)  # (n, N)
     top, idx = probs.topk(moe.top_k, dim=-1)  # (n, k)
     weights = top / top.sum(-1, keepdim=True) if moe.renormalize else top  # (n, k)
-    gates = torch.zeros_like(probs).scatter(1, idx, weights)  # (n, N): zero fora do top-k
+    mixing = torch.zeros_like(probs).scatter(1, idx, weights)  # (n, N): zero fora do top-k
     all_outputs = torch.stack([expert(tokens) for expert in moe.experts], dim=1)  # (n, N, d)
-    return (gates.unsqueeze(-1) * all_outputs).sum(dim=1).reshape(x.shape)
+    return (mixing.unsqueeze(-1) * all_outputs).sum(dim=1).reshape(x.shape)
 
 
 def _moe(d=8, n_exp=4, k=2, ff=16, seed=0, dtype=torch.float64, **kwargs) -> MoEFeedForward:

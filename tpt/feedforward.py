@@ -8,7 +8,10 @@ A mesma rede de duas camadas é aplicada a cada token, sem misturar posições:
 - artigo original: ``FFN(x) = max(0, x W1 + b1) W2 + b2``, com ``d_ff = 4d``;
 - GELU: troca o ReLU pela GELU exata (BERT); ``"gelu_tanh"`` é a aproximação por tanh
   da GELU, a que o GPT-2 original usa (``gelu_new`` no Hugging Face, ver ``tpt.hf``);
-- SwiGLU: ``FFN(x) = (SiLU(x W1) * x W3) W2``, uma porta multiplicativa (LLaMA).
+- SwiGLU (LLaMA): ``FFN(x) = (SiLU(x W1) * x W3) W2``. A porta (*gate*) é o ramo que
+  passa pela não linearidade, ``SiLU(x W1)``; ela multiplica elemento a elemento o ramo
+  linear ``x W3`` (*up*), e ``W2`` (*down*) volta para ``d``. São os nomes do Hugging
+  Face: ``W1`` é ``gate_proj``, ``W3`` é ``up_proj`` e ``W2`` é ``down_proj``.
 
 O dropout fica logo depois da ativação, como em ``nn.TransformerEncoderLayer``.
 """
@@ -48,8 +51,10 @@ class FeedForward(nn.Module):
         dropout: probabilidade do dropout aplicado logo depois da ativação.
         bias: se as camadas lineares têm viés.
 
-    Submódulos: ``linear1`` (d -> d_ff), ``linear2`` (d_ff -> d) e, só com SwiGLU,
-    ``linear3`` (a porta, d -> d_ff).
+    Submódulos: ``linear1`` (d -> d_ff; com SwiGLU, a porta, ``gate_proj`` no Hugging
+    Face, a que passa pela SiLU), ``linear2`` (d_ff -> d; ``down_proj``) e, só com
+    SwiGLU, ``linear3`` (d -> d_ff; o ramo *up*, ``up_proj``, sem ativação, multiplicado
+    pela porta).
     """
 
     def __init__(
@@ -77,7 +82,7 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(ff_dim, embed_dim, bias=bias)
         if activation == "swiglu":
-            self.linear3 = nn.Linear(embed_dim, ff_dim, bias=bias)  # a porta
+            self.linear3 = nn.Linear(embed_dim, ff_dim, bias=bias)  # o ramo up (up_proj)
 
     def forward(self, x: Tensor) -> Tensor:
         """Aplica a FFN a cada token: ``(b, t, d) -> (b, t, d)``."""
@@ -86,7 +91,7 @@ class FeedForward(nn.Module):
                 f"FeedForward espera o último eixo com tamanho embed_dim={self.embed_dim}; "
                 f"recebi forma {tuple(x.shape)}"
             )
-        h = self.linear1(x)  # (b, t, d_ff)
+        h = self.linear1(x)  # (b, t, d_ff); com SwiGLU, a entrada da porta (gate_proj)
         if self.activation == "relu":
             h = F.relu(h)
         elif self.activation == "gelu":
@@ -94,7 +99,7 @@ class FeedForward(nn.Module):
         elif self.activation == "gelu_tanh":
             h = F.gelu(h, approximate="tanh")  # 0,5·x·(1 + tanh(√(2/π)·(x + 0,044715·x³)))
         else:
-            h = F.silu(h) * self.linear3(x)  # SwiGLU: SiLU(x W1) * (x W3), (b, t, d_ff)
+            h = F.silu(h) * self.linear3(x)  # SwiGLU: porta SiLU(x W1) * ramo up x W3, (b, t, d_ff)
         return self.linear2(apply_dropout(self.dropout, h))  # (b, t, d)
 
     def extra_repr(self) -> str:

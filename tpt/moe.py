@@ -180,8 +180,8 @@ class MoEFeedForward(nn.Module):
             if token_idx.numel() == 0:
                 continue
             expert_out = expert(tokens.index_select(0, token_idx))  # (n_e, d): só os seus
-            gate = weights[token_idx, slot].unsqueeze(-1)  # (n_e, 1)
-            out.index_add_(0, token_idx, expert_out * gate)  # devolve cada um ao seu lugar
+            route_weight = weights[token_idx, slot].unsqueeze(-1)  # (n_e, 1): peso do roteador
+            out.index_add_(0, token_idx, expert_out * route_weight)  # devolve cada um ao seu lugar
 
         self.aux_loss = load_balancing_loss(
             probs, indices, self.num_experts, alpha=self.aux_loss_weight
