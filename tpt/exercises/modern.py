@@ -387,35 +387,53 @@ class _CacheCopies:
 
     def __init__(self, caches: dict[str, tuple[Tensor, Tensor, Tensor]]) -> None:
         # nome -> (o cache, o conteúdo antes da chamada, o esperado depois dela)
-        self.contents = {name: (before, after) for name, (_, before, after) in caches.items()}
         self.storages = {_storage(cache) for cache, _, _ in caches.values()}
+        # Por cache, os dois conteúdos lado a lado (2, n): um valor achado em qualquer um
+        # dos dois marca a posição.
+        self.tables = {
+            name: torch.stack((before.reshape(-1), after.reshape(-1)))
+            for name, (_, before, after) in caches.items()
+        }
+        self.converted: dict[tuple[str, torch.dtype], tuple[Tensor, Tensor]] = {}
+        # Os valores finitos de todos os conteúdos, para descartar depressa uma saída que
+        # não tem nenhum deles (pontuações, pesos, a própria atenção).
+        self.known = {float(x) for t in self.tables.values() for x in t[torch.isfinite(t)].tolist()}
         self.covered = {
-            name: torch.zeros(cache.shape, dtype=torch.bool)
-            for name, (cache, _, _) in caches.items()
+            name: torch.zeros(t.shape[1], dtype=torch.bool) for name, t in self.tables.items()
         }
         self.sources: dict[str, list[str]] = {name: [] for name in caches}
+
+    def _table(self, name: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Os conteúdos do cache no dtype da saída, e onde eles são finitos."""
+        key = (name, dtype)
+        if key not in self.converted:
+            table = self.tables[name].to(dtype)
+            self.converted[key] = (table, torch.isfinite(table))
+        return self.converted[key]
 
     def see(self, source: str, tensor: Any, *, export: bool = False) -> None:
         if not isinstance(tensor, Tensor) or not tensor.is_floating_point():
             return
         if not export and _storage(tensor) in self.storages:
             return  # o próprio cache (uma vista dele, ou a escrita no lugar): não é cópia
-        with _disable_current_modes(), torch.no_grad():
+        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
             values = tensor.detach().reshape(-1).cpu()
+            if values.dtype == torch.float64 and self.known.isdisjoint(values.tolist()):
+                return
             values = values[torch.isfinite(values)]
             if values.numel() == 0:
                 return
-            for name, (before, after) in self.contents.items():
-                hit = _found(before, values) | _found(after, values)
-                if bool((hit & ~self.covered[name]).any()):
-                    self.covered[name] |= hit
+            for name, covered in self.covered.items():
+                table, finite = self._table(name, values.dtype)
+                hit = (torch.isin(table, values) & finite).any(dim=0)  # (n,)
+                if bool((hit & ~covered).any()):
+                    covered |= hit
                     if source not in self.sources[name]:
                         self.sources[name].append(source)
 
     def whole(self, name: str) -> bool:
         """Todos os elementos finitos do cache ``name`` foram copiados?"""
-        before, after = self.contents[name]
-        relevant = torch.isfinite(before) | torch.isfinite(after)
+        relevant = torch.isfinite(self.tables[name]).any(dim=0)
         return bool(relevant.any()) and bool(self.covered[name][relevant].all())
 
 
@@ -424,12 +442,6 @@ def _storage(tensor: Tensor) -> int | None:
         return tensor.untyped_storage().data_ptr()
     except (RuntimeError, NotImplementedError):  # tensores sem memória própria
         return None
-
-
-def _found(content: Tensor, values: Tensor) -> Tensor:
-    """Máscara (forma de ``content``) dos elementos finitos cujo valor aparece em ``values``."""
-    same_dtype = content.to(values.dtype)
-    return torch.isin(same_dtype, values) & torch.isfinite(same_dtype)
 
 
 def _outputs(out: Any) -> Iterator[Any]:
@@ -447,9 +459,14 @@ class _CopyOps(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
         out = func(*args, **(kwargs or {}))
-        for tensor in _outputs(out):
-            self.watch.see(func.overloadpacket.__name__, tensor)
+        if not _is_view(func):  # uma vista não cria dados (a de uma cópia já foi vista)
+            for tensor in _outputs(out):
+                self.watch.see(func.overloadpacket.__name__, tensor)
         return out
+
+
+def _is_view(func: Any) -> bool:
+    return any(a.alias_info is not None and not a.alias_info.is_write for a in func._schema.returns)
 
 
 class _CopyExports(TorchFunctionMode):
