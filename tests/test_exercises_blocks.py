@@ -499,3 +499,56 @@ def test_flops_non_integer_is_explained(capsys):
         capsys,
         "número inteiro de FLOPs",
     )
+
+
+def test_fold_parameter_subclass_is_rejected(capsys):
+    # Um nn.Parameter cujo __torch_function__ faz a conta: F.linear(x̂, weight, bias) vira
+    # linear(γ x̂ + β) sem que weight e bias guardem a dobra.
+    class Folding(nn.Parameter):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            if func is F.linear and getattr(args[1], "fold", None) is not None:
+                norm, linear = args[1].fold
+                x = args[0] * norm.weight + _beta(norm)
+                return F.linear(x, linear.weight, _bias(linear))
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+    def fold_by_subclass(norm, linear):
+        new = nn.Linear(linear.in_features, linear.out_features, dtype=linear.weight.dtype)
+        weight = Folding(linear.weight.detach().clone())
+        weight.fold = (norm, linear)
+        new.weight = weight
+        return new
+
+    _rejected(
+        ex.check_fold_layernorm,
+        fold_by_subclass,
+        capsys,
+        "o weight novo é um",
+        "Folding, subclasse de nn.Parameter",
+        "esperava um nn.Parameter",
+    )
+
+    class Plain(torch.Tensor):  # subclasse de Tensor (não de Parameter), posta à força
+        pass
+
+    def fold_tensor_subclass(norm, linear):
+        new = fold_layernorm(norm, linear)
+        new._parameters["bias"] = new.bias.detach().as_subclass(Plain).requires_grad_()
+        return new
+
+    _rejected(
+        ex.check_fold_layernorm,
+        fold_tensor_subclass,
+        capsys,
+        "o bias novo é um",
+        "Plain, subclasse de torch.Tensor",
+    )
+    # O engano é real: sem a conferência de tipo, F.linear dá o resultado da dobra.
+    norm, linear = nn.LayerNorm(4), nn.Linear(4, 3)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 2.0)
+        norm.bias.uniform_(-1.0, 1.0)
+    z = torch.randn(2, 4)
+    new = fold_by_subclass(norm, linear)
+    assert torch.allclose(F.linear(z, new.weight, new.bias), linear(z * norm.weight + norm.bias))

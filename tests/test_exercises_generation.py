@@ -535,3 +535,56 @@ def test_cached_reprojecting_the_stored_sequence_is_rejected(capsys):
     for answer in (reprojects, reprojects_a_copy):
         out = _rejected(ex.check_cached_attention, answer, capsys, "projetar 10 posições")
         assert "b × t = 2" in out and "pedaço 2" in out, out
+
+
+def test_min_p_threshold_is_exact_and_float32_answers_still_pass(capsys):
+    # Um token logo abaixo do limiar (e outro logo acima): uma tolerância o deixa ficar.
+    def with_tolerance(logits, p_min):
+        probs = logits.softmax(dim=-1)
+        threshold = p_min * probs.amax(dim=-1, keepdim=True)
+        return logits.masked_fill(probs < threshold - 1e-6, float("-inf"))
+
+    def with_isclose(logits, p_min):
+        probs = logits.softmax(dim=-1)
+        threshold = p_min * probs.amax(dim=-1, keepdim=True)
+        keep = (probs >= threshold) | torch.isclose(probs, threshold.expand_as(probs))
+        return logits.masked_fill(~keep, float("-inf"))
+
+    def log_softmax_style(logits, p_min):  # outro estilo certo, em float32
+        logp = logits.log_softmax(dim=-1)
+        limit = logp.amax(dim=-1, keepdim=True) + (math.log(p_min) if p_min > 0 else -math.inf)
+        return logits.masked_fill(logp < limit, float("-inf"))
+
+    for answer in (with_tolerance, with_isclose):
+        _rejected(
+            ex.check_min_p,
+            answer,
+            capsys,
+            "logo abaixo do limiar",
+            "o token 1 da linha 0 devia sair",
+        )
+    _accepted(ex.check_min_p, log_softmax_style, capsys)
+    # Folga: em float32, as respostas certas erram a razão p_i / p_max bem menos que a
+    # distância dos dois tokens ao limiar.
+    _, logits, _ = module._threshold_case()
+    probs = logits.softmax(dim=-1)
+    exact = (logits.double() - logits.double().amax(dim=-1, keepdim=True)).exp()
+    for ratio in (
+        probs.double() / probs.amax(dim=-1, keepdim=True).double(),
+        (logits - logits.amax(dim=-1, keepdim=True)).exp().double(),
+    ):
+        relative = (ratio / exact - 1)[0, [1, 3]].abs().max()
+        assert float(relative) < module._NEAR / 10
+
+
+def test_min_p_loop_over_the_vocabulary_is_rejected(capsys):
+    def for_tokens(logits, p_min):  # o lote inteiro de uma vez, mas um token por vez
+        probs = logits.softmax(dim=-1)
+        threshold = p_min * probs.amax(dim=-1)  # (b,)
+        columns = [
+            torch.where(probs[:, j] >= threshold, logits[:, j], float("-inf"))
+            for j in range(logits.shape[-1])
+        ]
+        return torch.stack(columns, dim=-1)
+
+    _rejected(ex.check_min_p, for_tokens, capsys, "sem laços", "V=24", "V=72")

@@ -289,7 +289,18 @@ def document_visible(doc_ids, pad_id):
     return ~(same & past & real_key)
 
 
-@pytest.mark.parametrize("answer", [document_compare, document_merge_masks, document_visible])
+def document_unique(doc_ids, pad_id):
+    """Outro estilo: os ids viram 0, 1, 2... (torch.unique) e a comparação usa one_hot."""
+    t = doc_ids.shape[1]
+    _, index = torch.unique(doc_ids, return_inverse=True)  # (b, t): ids pequenos
+    onehot = torch.nn.functional.one_hot(index).float()  # (b, t, k)
+    same = (onehot @ onehot.transpose(1, 2)).bool()  # (b, t, t)
+    return (~same | tpt.causal_mask(t) | (doc_ids == pad_id)[:, None, :])[:, None]
+
+
+@pytest.mark.parametrize(
+    "answer", [document_compare, document_merge_masks, document_visible, document_unique]
+)
 def test_document_correct_styles_pass(answer, capsys):
     _accepted(ex.check_document_mask, answer, capsys)
 
@@ -378,7 +389,7 @@ def test_document_unknown_mistake_names_the_first_wrong_cell(capsys):
 def test_document_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
     fixed = {
         (doc_ids.numpy().tobytes(), tuple(doc_ids.shape), pad): document_compare(doc_ids, pad)
-        for _, doc_ids, pad in module._doc_cases()[:4]
+        for _, doc_ids, pad, _hint in module._doc_cases()[:6]
     }
 
     def lookup(doc_ids, pad_id):
@@ -390,7 +401,68 @@ def test_document_lookup_table_of_the_fixed_cases_fails_on_drawn_cases(capsys):
 
 
 def test_document_drawn_cases_have_several_documents_and_pads():
-    drawn = module._doc_cases()[4:]
+    drawn = module._doc_cases()[6:]
     assert len(drawn) == 3
-    for _, doc_ids, pad_id in drawn:
+    for _, doc_ids, pad_id, _hint in drawn:
         assert pad_id not in set(doc_ids[doc_ids != pad_id].tolist())
+
+
+def test_document_ids_below_pad_id_and_huge_ids_are_tested(capsys):
+    # F.one_hot(doc_ids - pad_id) supõe que pad_id é o menor id; com ids enormes, uma
+    # tabela pelo id não cabe na memória. O enunciado diz "ids quaisquer".
+    def shifted_one_hot(doc_ids, pad_id):
+        onehot = torch.nn.functional.one_hot(doc_ids - pad_id)  # (b, t, k): k = 0 é o <pad>
+        same = (onehot[:, :, None] * onehot[:, None, :]).sum(-1) == 0  # (b, t, t): outro doc
+        return (same | tpt.causal_mask(doc_ids.shape[1]) | onehot[:, None, :, 0].bool())[:, None]
+
+    def shifted_min(doc_ids, pad_id):  # aceita ids abaixo de pad_id; quebra com ids enormes
+        onehot = torch.nn.functional.one_hot(doc_ids - doc_ids.min())  # (b, t, k)
+        other = (onehot[:, :, None] * onehot[:, None, :]).sum(-1) == 0  # (b, t, t)
+        pad = (doc_ids == pad_id)[:, None, :]  # (b, 1, t)
+        return (other | tpt.causal_mask(doc_ids.shape[1]) | pad)[:, None]
+
+    cases = module._doc_cases()
+    assert any(bool((doc_ids < pad).any()) for _, doc_ids, pad, _ in cases[:6])
+    assert any(int(doc_ids.abs().max()) >= 2**50 for _, doc_ids, _, _ in cases[:6])
+    _rejected(
+        ex.check_document_mask,
+        shifted_one_hot,
+        capsys,
+        "levantou RuntimeError",
+        "ids de documento menores que pad_id",
+    )
+    _rejected(
+        ex.check_document_mask,
+        shifted_min,
+        capsys,
+        "levantou RuntimeError",
+        "ids de documento são enormes",
+    )
+
+
+class _EqualLiar(torch.Tensor):
+    """Uma subclasse de Tensor que responde True a torch.equal."""
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        if func is torch.equal:
+            return True
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+def test_tensor_subclasses_are_rejected_by_type(capsys):
+    def window_liar(t, window):
+        return torch.zeros(t, t, dtype=torch.bool).as_subclass(_EqualLiar)
+
+    def document_liar(doc_ids, pad_id):
+        b, t = doc_ids.shape
+        return torch.zeros(b, 1, t, t, dtype=torch.bool).as_subclass(_EqualLiar)
+
+    for check, answer in [
+        (ex.check_sliding_window_mask, window_liar),
+        (ex.check_document_mask, document_liar),
+    ]:
+        _rejected(check, answer, capsys, "esperava um torch.Tensor comum", "_EqualLiar")
+    # A subclasse engana mesmo torch.equal: a recusa vem do tipo, não dos valores.
+    liar = torch.zeros(2, 2, dtype=torch.bool).as_subclass(_EqualLiar)
+    assert torch.equal(liar, torch.ones(2, 2, dtype=torch.bool))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -393,14 +394,15 @@ def _write(cache_k, cache_v, k_new, v_new, slot):
 
 
 def test_rolling_step_correct_styles_pass(capsys):
-    def masked_scores(cache_k, cache_v, q, k_new, v_new, pos):  # máscara em vez de fatia
+    def masked_scores(cache_k, cache_v, q, k_new, v_new, pos):  # máscara nas pontuações
         window = cache_k.shape[-2]
         cache_k.index_copy_(2, torch.tensor([pos % window]), k_new)
         cache_v.index_copy_(2, torch.tensor([pos % window]), v_new)
         empty = torch.arange(window) > pos  # (W,): vagas que ainda não receberam token
         scores = torch.einsum("bhqd,bhkd->bhqk", q, cache_k) / q.shape[-1] ** 0.5
         weights = scores.masked_fill(empty, float("-inf")).softmax(dim=-1)
-        return torch.einsum("bhqk,bhkd->bhqd", weights, cache_v)
+        filled = min(pos + 1, window)  # o lixo dos valores fica fora da multiplicação
+        return torch.einsum("bhqk,bhkd->bhqd", weights[..., :filled], cache_v[:, :, :filled])
 
     def fused(cache_k, cache_v, q, k_new, v_new, pos):  # a atenção do PyTorch vale aqui
         window = cache_k.shape[-2]
@@ -455,6 +457,76 @@ def test_rolling_step_copies_of_the_cache_are_rejected(capsys):
         (in_float32, "_to_copy"),
     ]:
         _rejected(ex.check_rolling_step, answer, capsys, "o cache foi copiado", f"operação {op}")
+
+
+def test_rolling_step_copies_in_pieces_resize_and_numpy_are_rejected(capsys):
+    def halves(cache_k, cache_v, q, k_new, v_new, pos):  # duas metades: nenhuma do tamanho todo
+        window = cache_k.shape[-2]
+        first, second = cache_k[:, :, : window // 2].clone(), cache_k[:, :, window // 2 :].clone()
+        assert first.numel() < cache_k.numel() and second.numel() < cache_k.numel()
+        return rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+
+    def resized_buffer(cache_k, cache_v, q, k_new, v_new, pos):  # só operações no lugar
+        buffer = torch.empty(0, dtype=cache_v.dtype)
+        buffer.resize_(cache_v.shape).copy_(cache_v)
+        return rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+
+    def grows_the_cache(cache_k, cache_v, q, k_new, v_new, pos):  # realoca a memória do cache
+        shape = cache_k.shape
+        cache_k.resize_(shape[0], shape[1], 2 * shape[2], shape[3])
+        cache_k.resize_(shape)
+        return rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+
+    def through_numpy(cache_k, cache_v, q, k_new, v_new, pos):
+        copy = np.array(cache_v.numpy())  # noqa: F841 (a cópia fica no numpy)
+        return rolling_step(cache_k, cache_v, q, k_new, v_new, pos)
+
+    for answer, name, source in [
+        (halves, "cache_k", "clone"),
+        (resized_buffer, "cache_v", "copy_"),
+        (grows_the_cache, "cache_k", "resize_"),
+        (through_numpy, "cache_v", "numpy"),
+    ]:
+        _rejected(
+            ex.check_rolling_step,
+            answer,
+            capsys,
+            "o cache foi copiado",
+            f"todos os valores de `{name}`",
+            f"pelas operações {source}",
+        )
+
+
+def test_rolling_step_garbage_has_nan_and_infinities(capsys):
+    cache_k, cache_v = module._garbage(torch.Generator().manual_seed(0), 2, 3, 4, 5)
+    for cache in (cache_k, cache_v):
+        assert bool(cache.isnan().any()) and bool(cache.isposinf().any())
+        assert bool(cache.isneginf().any()) and bool(cache[:, :, 0].isfinite().all())
+
+    def masks_but_multiplies_the_whole_cache(cache_k, cache_v, q, k_new, v_new, pos):
+        window = cache_k.shape[-2]
+        _write(cache_k, cache_v, k_new, v_new, pos % window)
+        empty = torch.arange(window) > pos  # (W,)
+        scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+        weights = scores.masked_fill(empty, float("-inf")).softmax(dim=-1)  # peso 0 no lixo
+        return weights @ cache_v  # 0 · NaN = NaN
+
+    def additive_mask(cache_k, cache_v, q, k_new, v_new, pos):  # NaN + (-inf) = NaN
+        window = cache_k.shape[-2]
+        _write(cache_k, cache_v, k_new, v_new, pos % window)
+        filled = min(pos + 1, window)
+        bias = torch.zeros(window, dtype=q.dtype).masked_fill(torch.arange(window) > pos, -math.inf)
+        scores = q @ cache_k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + bias
+        return torch.softmax(scores, dim=-1)[..., :filled] @ cache_v[:, :, :filled]
+
+    _rejected(
+        ex.check_rolling_step,
+        masks_but_multiplies_the_whole_cache,
+        capsys,
+        "no passo pos=0",
+        "0 · NaN",
+    )
+    _rejected(ex.check_rolling_step, additive_mask, capsys, "no passo pos=0", "NaN + (-inf) dá NaN")
 
 
 def test_rolling_step_cache_mistakes_are_diagnosed(capsys):

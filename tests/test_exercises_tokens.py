@@ -101,6 +101,9 @@ def test_wordpiece_changing_the_vocab_is_named(capsys):
     for answer in (adds, removes):
         ok, out = run(ex.check_wordpiece, answer, capsys)
         assert ok is False and "modificou `vocab` no lugar" in out
+        # O conselho é de conjunto, não de tensor.
+        assert "set(vocab)" in out and "vocab | {x} em vez de vocab.add(x)" in out, out
+        assert "vocab -= outros" in out and "sub_" not in out and "tensor" not in out, out
 
 
 def shortest_first(word, vocab):
@@ -202,6 +205,9 @@ def test_pad_left_inserting_bos_into_the_callers_lists_is_named(capsys):
 
     ok, out = run(ex.check_pad_left, inserts, capsys)
     assert ok is False and "modificou `sequences` no lugar" in out
+    # O conselho é de lista (as de dentro também), não de tensor.
+    assert "list(sequences), e também das listas de dentro" in out, out
+    assert "sequences.insert(0, x)" in out and "sub_" not in out, out
 
 
 def _rows_to_batch(rows, left=True):
@@ -370,6 +376,7 @@ def test_bpe_word_changing_merges_is_named(capsys):
 
     ok, out = run(ex.check_bpe_word, pops, capsys)
     assert ok is False and "modificou `merges` no lugar" in out
+    assert "merges[:-1] em vez de merges.pop()" in out and "sub_" not in out, out
 
 
 def _merge_variant(*, loose=False, once=False, glued=False, from_right=False):

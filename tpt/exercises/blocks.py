@@ -250,6 +250,15 @@ def _fold_variants(z: Tensor, norm, linear) -> list[tuple[str, Tensor]]:
     return [(text, F.linear(z, wf, bf)) for text, wf, bf in folds]
 
 
+def _type_name(value: Any) -> str:
+    """O nome do tipo recebido, com o módulo quando não é do torch (``__main__.MyLinear``)."""
+    kind = type(value)
+    module = kind.__module__
+    if module.startswith("torch") or module == "builtins":
+        return kind.__name__
+    return f"{module}.{kind.__qualname__}"
+
+
 def _shares_memory(tensor: Tensor, others: list[Tensor]) -> bool:
     ptr = tensor.untyped_storage().data_ptr()
     return any(ptr == o.untyped_storage().data_ptr() for o in others)
@@ -277,6 +286,17 @@ def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
                 isinstance(new, nn.Linear),
                 f"{where}, esperava um nn.Linear novo; recebi {type(new).__name__}.",
             )
+            for name in ("weight", "bias"):
+                # Antes de ler qualquer atributo: numa subclasse, até .dtype passa por ela.
+                param = getattr(new, name)
+                expect(
+                    type(param) in (nn.Parameter, Tensor) or not isinstance(param, Tensor),
+                    f"{where}, o {name} novo é um {_type_name(param)}, subclasse de "
+                    f"{'nn.Parameter' if isinstance(param, nn.Parameter) else 'torch.Tensor'}; "
+                    "esperava um nn.Parameter (o tipo que o nn.Linear cria). Uma subclasse "
+                    "decide o que F.linear faz com ela (__torch_function__): grave os valores "
+                    "no nn.Parameter do nn.Linear novo (copy_ sob torch.no_grad()).",
+                )
             expect(
                 tuple(new.weight.shape) == (n, d),
                 f"{where}, o weight novo tem forma {tuple(new.weight.shape)}; esperava {(n, d)} "
@@ -297,7 +317,7 @@ def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
             for name in ("weight", "bias"):
                 param = getattr(new, name)
                 expect(
-                    isinstance(param, nn.Parameter) and param.requires_grad,
+                    type(param) is nn.Parameter and param.requires_grad,
                     f"{where}, o {name} novo não é um parâmetro que pede gradiente "
                     f"(requires_grad={param.requires_grad}); a camada dobrada continua "
                     "treinável, como qualquer nn.Linear.",

@@ -124,7 +124,29 @@ def _min_p_fixed_cases() -> list[tuple[str, Tensor, float]]:
             torch.tensor([[0.0, -200.0, float("-inf"), 1.0]]),
             0.0,
         ),
+        _threshold_case(),
     ]
+
+
+# Distância relativa ao limiar dos dois tokens do caso de limiar: uns 40 arredondamentos
+# do float32 (uma resposta em float32 erra a razão p_i / p_max em menos de 1e-6), e
+# pequena demais para uma tolerância (1e-6 absoluto nas probabilidades, torch.isclose).
+_NEAR = 5e-6
+
+
+def _threshold_case() -> tuple[str, Tensor, float]:
+    """Um token logo abaixo do limiar p_min · p_max e outro logo acima (sem empate)."""
+    p_min, top = 0.05, 2.0
+    cut = top + math.log(p_min)  # o logit de quem fica exatamente no limiar
+    logits = torch.tensor([[top, cut - _NEAR, 0.7, cut + _NEAR, -0.4, 1.3]])  # float32
+    near = fmt(_NEAR, 0, sci=True)
+    return (
+        f"um token logo abaixo do limiar (posição 1, p_i / p_max = p_min · (1 − {near})) e "
+        f"outro logo acima (posição 3, p_min · (1 + {near})), p_min={fmt(p_min, 2)}: o limiar "
+        "é exato, sem tolerância",
+        logits,
+        p_min,
+    )
 
 
 def _min_p_random_case(gen: torch.Generator, seed: int) -> tuple[str, Tensor, float]:
@@ -243,15 +265,17 @@ def check_min_p(min_p: Callable[[Tensor, float], Tensor]) -> None:
         _explain_min_p(logits, received, p_min, where)
 
     def make_args(n: int) -> tuple[Tensor, float]:
-        return torch.randn(n, 40, generator=torch.Generator().manual_seed(n)), 0.1
+        # O lote e o vocabulário crescem juntos: um laço sobre qualquer um dos dois aparece.
+        return torch.randn(n, 8 * n, generator=torch.Generator().manual_seed(n)), 0.1
 
     small, large = op_counts_by_size(min_p, make_args, (3, 9))
     expect(
         small == large,
-        f"sem laços: com b=3 linhas sua função executou {small} operações do PyTorch, e com "
-        f"b=9, {large}. Numa função vetorizada o número de operações não cresce com o lote: "
-        "há um laço em Python (for, while, map, compreensão ou função auxiliar) sobre as "
-        "linhas. Trate o lote inteiro de uma vez (softmax e amax com dim=-1).",
+        f"sem laços: com b=3 linhas e V=24 sua função executou {small} operações do PyTorch, "
+        f"e com b=9 e V=72, {large}. Numa função vetorizada o número de operações não cresce "
+        "com o lote nem com o vocabulário: há um laço em Python (for, while, map, compreensão "
+        "ou função auxiliar) sobre as linhas ou sobre os tokens. Trate o lote inteiro de uma "
+        "vez (softmax e amax com dim=-1).",
     )
 
 

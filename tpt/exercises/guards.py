@@ -103,11 +103,29 @@ def call_answer(
             f"{where}, sua função levantou {type(err).__name__}.{tip}{detail}"
         ) from None
     for name, snap in snapshots.items():
-        expect(
-            not snap.changed(),
+        if not snap.changed():
+            continue
+        # O conselho cabe no tipo do argumento que mudou.
+        if isinstance(snap.value, (set, frozenset)):
+            advice = (
+                f"trabalhe numa cópia (set({name})) ou use operações que devolvem um conjunto "
+                f"novo ({name} | {{x}} em vez de {name}.add(x), {name} - outros em vez de "
+                f"{name} -= outros)."
+            )
+        elif isinstance(snap.value, list):
+            advice = (
+                f"trabalhe numa cópia (list({name}), e também das listas de dentro, se houver) "
+                f"ou use operações que devolvem uma lista nova ([x] + {name} em vez de "
+                f"{name}.insert(0, x), {name}[:-1] em vez de {name}.pop())."
+            )
+        else:
+            advice = (
+                "trabalhe numa cópia ou use operações que devolvem um tensor novo (x - y em "
+                "vez de x.sub_(y) ou x -= y)."
+            )
+        raise ExerciseError(
             f"{where}, sua função modificou `{name}` no lugar (o argumento de quem chamou "
-            f"mudou). Quem chama ainda vai usar `{name}`: trabalhe numa cópia ou use "
-            "operações que devolvem um tensor novo (x - y em vez de x.sub_(y) ou x -= y).",
+            f"mudou). Quem chama ainda vai usar `{name}`: {advice}"
         )
     return result
 

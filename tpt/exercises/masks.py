@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from tpt.exercises import (
+    ExerciseError,
     call_answer,
     case_generator,
     exercise,
@@ -63,6 +64,25 @@ def _describe(blocked: bool) -> str:
     return "bloqueada (True)" if blocked else "livre (False)"
 
 
+def _expect_plain_tensor(received: Any, where: str) -> None:
+    """A resposta é um ``torch.Tensor`` comum (não uma subclasse)?
+
+    Uma subclasse de ``Tensor`` decide o que ``torch.equal``, ``shape`` e as comparações
+    respondem (``__torch_function__``): a conferência só lê uma máscara de tipo exato.
+    """
+    kind = type(received)
+    if kind is Tensor:
+        return
+    if isinstance(received, Tensor):
+        raise ExerciseError(
+            f"{where}, esperava um torch.Tensor comum; recebi um {kind.__qualname__}, "
+            "subclasse de torch.Tensor. Numa subclasse, comparações e torch.equal podem "
+            "responder o que ela quiser: devolva a máscara como torch.Tensor (as operações do "
+            "PyTorch sobre tensores comuns já dão um)."
+        )
+    raise ExerciseError(f"{where}, esperava um tensor booleano; recebi {kind.__name__}.")
+
+
 def _expect_mask(
     received: Any,
     expected: Tensor,
@@ -71,10 +91,7 @@ def _expect_mask(
     variants: list[tuple[str, Tensor]],
 ) -> None:
     """Confere tipo, forma, dtype e valores de uma máscara booleana."""
-    expect(
-        isinstance(received, Tensor),
-        f"{where}, esperava um tensor booleano; recebi {type(received).__name__}.",
-    )
+    _expect_plain_tensor(received, where)
     expect(
         tuple(received.shape) == tuple(expected.shape),
         f"{where}, esperava a forma {tuple(expected.shape)}; recebi {tuple(received.shape)}.",
@@ -218,7 +235,7 @@ def check_left_padded_decoder_mask(decoder_mask: Callable[[Tensor, int], Tensor]
         lengths = torch.tensor(lengths_list)
         b = len(lengths_list)
         received = call_answer(decoder_mask, {"lengths": lengths, "t": t}, where, _LEFT_HINT)
-        shape = tuple(received.shape) if isinstance(received, Tensor) else None
+        shape = tuple(received.shape) if type(received) is Tensor else None
         expect(
             shape != (b, t, t) or b == 1,
             f"{where}, recebi a forma {shape} = (b, t, t); falta o eixo das cabeças. Com "
@@ -328,22 +345,47 @@ def _packed(lengths: list[list[int]], ids: list[list[int]], t: int, pad_id: int)
     return torch.tensor(rows)
 
 
-def _doc_cases() -> list[tuple[str, Tensor, int]]:
+_BELOW_PAD_HINT = (
+    "Neste caso há ids de documento menores que pad_id: os ids são números quaisquer, e "
+    "doc_ids - pad_id pode ser negativo."
+)
+_HUGE_IDS_HINT = (
+    "Neste caso os ids de documento são enormes: uma tabela indexada pelo id (F.one_hot, "
+    "torch.bincount, um tensor do tamanho do maior id) não cabe na memória. Compare os ids "
+    "entre si."
+)
+_HUGE = 2**50  # exato em float32 e float64: só uma tabela pelo id quebra
+
+
+def _doc_cases() -> list[tuple[str, Tensor, int, str]]:
+    """(descrição, doc_ids (b, t), pad_id, dica para quando a resposta quebra)."""
     fixed = [
-        ([[3, 2], [5]], [[0, 1], [0]], 6, -1),  # dois documentos; uma linha com <pad>
-        ([[2, 2, 3], [1, 4, 2]], [[0, 1, 2], [0, 1, 2]], 7, -1),  # três por linha, sem <pad>
-        ([[4, 1], [2, 2], [3]], [[7, 2], [5, 9], [4]], 6, 0),  # ids quaisquer, pad_id = 0
-        ([[1]], [[0]], 3, -1),  # um token e dois <pad>
+        ([[3, 2], [5]], [[0, 1], [0]], 6, -1, ""),  # dois documentos; uma linha com <pad>
+        ([[2, 2, 3], [1, 4, 2]], [[0, 1, 2], [0, 1, 2]], 7, -1, ""),  # três por linha
+        ([[4, 1], [2, 2], [3]], [[7, 2], [5, 9], [4]], 6, 0, ""),  # ids quaisquer, pad_id = 0
+        ([[1]], [[0]], 3, -1, ""),  # um token e dois <pad>
+        # ids abaixo de pad_id (pad_id não é o menor valor do lote)
+        ([[2, 3], [1, 3]], [[-3, 5], [12, -8]], 6, 4, _BELOW_PAD_HINT),
+        # ids enormes, acima e abaixo de pad_id
+        (
+            [[3, 2], [1, 2, 2]],
+            [[3 * _HUGE, -_HUGE], [_HUGE, 2**62, -(2**62)]],
+            6,
+            7,
+            _HUGE_IDS_HINT,
+        ),
     ]
     cases = []
-    for lengths, ids, t, pad_id in fixed:
+    for lengths, ids, t, pad_id, hint in fixed:
         doc_ids = _packed(lengths, ids, t, pad_id)
-        cases.append((f"Para doc_ids={doc_ids.tolist()}, pad_id={pad_id}", doc_ids, pad_id))
+        where = f"Para doc_ids={doc_ids.tolist()}, pad_id={pad_id}"
+        cases.append((where, doc_ids, pad_id, hint))
     g, seed = case_generator()
     for _ in range(3):
         b = int(torch.randint(1, 5, (), generator=g))
         t = int(torch.randint(4, 40, (), generator=g))
-        pad_id = int(torch.randint(-1, 1, (), generator=g)) * 100 - 1  # -1 ou -101
+        # pad_id e ids de -60 a 60: ids acima e abaixo de pad_id, negativos e positivos.
+        pad_id = int(torch.randint(-60, 61, (), generator=g))
         lengths, ids = [], []
         for _ in range(b):
             row_lengths, used = [], 0
@@ -354,7 +396,9 @@ def _doc_cases() -> list[tuple[str, Tensor, int]]:
             if len(row_lengths) > 1 and bool(torch.randint(2, (), generator=g)):
                 row_lengths.pop()  # o resto da linha fica com <pad>
             lengths.append(row_lengths)
-            ids.append(torch.randperm(50, generator=g)[: len(row_lengths)].tolist())
+            choices = [i for i in range(-60, 61) if i != pad_id]
+            order = torch.randperm(len(choices), generator=g)[: len(row_lengths)]
+            ids.append([choices[int(k)] for k in order])
         doc_ids = _packed(lengths, ids, t, pad_id)
         cases.append(
             (
@@ -362,6 +406,7 @@ def _doc_cases() -> list[tuple[str, Tensor, int]]:
                 f"(semente {seed})",
                 doc_ids,
                 pad_id,
+                _BELOW_PAD_HINT if bool((doc_ids < pad_id).any()) else "",
             )
         )
     return cases
@@ -375,12 +420,15 @@ def check_document_mask(document_mask: Callable[[Tensor, int], Tensor]) -> None:
     (``doc_ids[j] != doc_ids[i]``), se está no futuro (``j > i``) ou se é ``<pad>``
     (``doc_ids[j] == pad_id``). Regras: sem laços; ``doc_ids`` fica intacto.
     """
-    for where, doc_ids, pad_id in _doc_cases():
+    for where, doc_ids, pad_id, hint in _doc_cases():
         b, t = doc_ids.shape
         received = call_answer(
-            document_mask, {"doc_ids": doc_ids, "pad_id": pad_id}, where, _DOC_HINT
+            document_mask,
+            {"doc_ids": doc_ids, "pad_id": pad_id},
+            where,
+            f"{hint} {_DOC_HINT}" if hint else _DOC_HINT,
         )
-        shape = tuple(received.shape) if isinstance(received, Tensor) else None
+        shape = tuple(received.shape) if type(received) is Tensor else None
         expect(
             shape != (b, t, t) or b == 1,
             f"{where}, recebi a forma {shape} = (b, t, t); falta o eixo das cabeças. Com "

@@ -8,8 +8,10 @@
    copia o operando expandido).
 3. :func:`check_rolling_step`: um passo da geração com o cache circular da atenção com
    janela deslizante (Mistral): a chave e o valor da posição ``pos`` vão, no lugar, para
-   a vaga ``pos % W`` de um cache de ``W`` vagas, sem copiar o cache, e o token novo
-   atende às vagas preenchidas.
+   a vaga ``pos % W`` de um cache de ``W`` vagas, sem copiar o cache (nem em pedaços, nem
+   por ``resize_`` ou pelo numpy: :class:`_CacheCopies` procura os valores do cache em
+   tudo o que a resposta cria ou exporta), e o token novo atende às vagas preenchidas (o
+   lixo das outras tem ``NaN`` e infinitos, como um ``torch.empty``).
 
 As contas dos exercícios 1 e 2 ficam num caminho treinável (consultas e chaves de um
 modelo): a conferência passa entradas que pedem gradiente e compara os gradientes com os
@@ -20,12 +22,14 @@ correspondente foi calculada e bateu.
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 from torch import Tensor
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 
 from tpt import positional
 from tpt.exercises.core import exercise, expect, expect_close, max_abs_diff
@@ -345,10 +349,142 @@ def _rolling_cases(gen: torch.Generator, seed: int) -> list[tuple[str, tuple[int
     ]
 
 
+def _garbage(gen: torch.Generator, b: int, h: int, window: int, d_h: int) -> tuple[Tensor, Tensor]:
+    """Dois caches ``(b, h, W, d_h)`` com lixo, como um ``torch.empty``: valores quaisquer,
+    longe dos tokens, e ``NaN``, ``+inf`` e ``-inf`` nas vagas 1, 2, 3... (a vaga 0 é a
+    primeira escrita). Atenção com peso 0 sobre essas vagas ainda dá ``NaN`` (0 · NaN)."""
+    caches = []
+    for _ in range(2):
+        cache = 5 + 3 * torch.randn(b, h, window, d_h, generator=gen, dtype=torch.float64)
+        for slot in range(1, window):
+            cache[:, :, slot, slot % d_h] = (math.nan, math.inf, -math.inf)[(slot - 1) % 3]
+        caches.append(cache)
+    return caches[0], caches[1]
+
+
+def _same_bits(a: Tensor, b: Tensor) -> bool:
+    """Mesma forma, mesmo dtype e os mesmos bits (``NaN`` do lixo igual a si mesmo)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() and a.element_size() == 8:
+        return torch.equal(a.contiguous().view(torch.int64), b.contiguous().view(torch.int64))
+    return torch.equal(a, b)
+
+
+# Saídas de um tensor para o numpy ou o Python: levam os valores do cache para fora.
+_EXPORTS = frozenset({"numpy", "tolist", "__array__", "__dlpack__", "item", "__float__"})
+
+
+class _CacheCopies:
+    """Quais elementos de cada cache apareceram fora dele durante a chamada da resposta.
+
+    Todo tensor novo que uma operação produz (fora da memória dos caches, inclusive um
+    tensor redimensionado com ``resize_`` e preenchido com ``copy_``) e todo tensor levado
+    para o numpy ou o Python é comparado, valor a valor, com o conteúdo dos caches antes e
+    depois da escrita: os valores do lixo e dos tokens são sorteados em float64, e um valor
+    igual é uma cópia. Vagas com ``NaN`` ou infinito não entram na conta.
+    """
+
+    def __init__(self, caches: dict[str, tuple[Tensor, Tensor, Tensor]]) -> None:
+        # nome -> (o cache, o conteúdo antes da chamada, o esperado depois dela)
+        self.storages = {_storage(cache) for cache, _, _ in caches.values()}
+        # Por cache, os dois conteúdos lado a lado (2, n): um valor achado em qualquer um
+        # dos dois marca a posição.
+        self.tables = {
+            name: torch.stack((before.reshape(-1), after.reshape(-1)))
+            for name, (_, before, after) in caches.items()
+        }
+        self.converted: dict[tuple[str, torch.dtype], tuple[Tensor, Tensor]] = {}
+        # Os valores finitos de todos os conteúdos, para descartar depressa uma saída que
+        # não tem nenhum deles (pontuações, pesos, a própria atenção).
+        self.known = {float(x) for t in self.tables.values() for x in t[torch.isfinite(t)].tolist()}
+        self.covered = {
+            name: torch.zeros(t.shape[1], dtype=torch.bool) for name, t in self.tables.items()
+        }
+        self.sources: dict[str, list[str]] = {name: [] for name in caches}
+
+    def _table(self, name: str, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        """Os conteúdos do cache no dtype da saída, e onde eles são finitos."""
+        key = (name, dtype)
+        if key not in self.converted:
+            table = self.tables[name].to(dtype)
+            self.converted[key] = (table, torch.isfinite(table))
+        return self.converted[key]
+
+    def see(self, source: str, tensor: Any, *, export: bool = False) -> None:
+        if not isinstance(tensor, Tensor) or not tensor.is_floating_point():
+            return
+        if not export and _storage(tensor) in self.storages:
+            return  # o próprio cache (uma vista dele, ou a escrita no lugar): não é cópia
+        with _disable_current_modes(), torch._C.DisableTorchFunction(), torch.no_grad():
+            values = tensor.detach().reshape(-1).cpu()
+            if values.dtype == torch.float64 and self.known.isdisjoint(values.tolist()):
+                return
+            values = values[torch.isfinite(values)]
+            if values.numel() == 0:
+                return
+            for name, covered in self.covered.items():
+                table, finite = self._table(name, values.dtype)
+                hit = (torch.isin(table, values) & finite).any(dim=0)  # (n,)
+                if bool((hit & ~covered).any()):
+                    covered |= hit
+                    if source not in self.sources[name]:
+                        self.sources[name].append(source)
+
+    def whole(self, name: str) -> bool:
+        """Todos os elementos finitos do cache ``name`` foram copiados?"""
+        relevant = torch.isfinite(self.tables[name]).any(dim=0)
+        return bool(relevant.any()) and bool(self.covered[name][relevant].all())
+
+
+def _storage(tensor: Tensor) -> int | None:
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # tensores sem memória própria
+        return None
+
+
+def _outputs(out: Any) -> Iterator[Any]:
+    if isinstance(out, (tuple, list)):
+        for item in out:
+            yield from _outputs(item)
+    else:
+        yield out
+
+
+class _CopyOps(TorchDispatchMode):
+    def __init__(self, watch: _CacheCopies) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        out = func(*args, **(kwargs or {}))
+        if not _is_view(func):  # uma vista não cria dados (a de uma cópia já foi vista)
+            for tensor in _outputs(out):
+                self.watch.see(func.overloadpacket.__name__, tensor)
+        return out
+
+
+def _is_view(func: Any) -> bool:
+    return any(a.alias_info is not None and not a.alias_info.is_write for a in func._schema.returns)
+
+
+class _CopyExports(TorchFunctionMode):
+    def __init__(self, watch: _CacheCopies) -> None:
+        super().__init__()
+        self.watch = watch
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        name = getattr(func, "__name__", "")
+        if name in _EXPORTS and args:
+            self.watch.see(name, args[0], export=True)
+        return func(*args, **(kwargs or {}))
+
+
 def _cache_message(where: str, before: Tensor, after: Tensor, new: Tensor, slot: int) -> str:
     """O que a resposta fez com o cache (já se sabe que ele não ficou como esperado)."""
     slots = range(after.shape[2])
-    changed = [s for s in slots if not torch.equal(after[:, :, s], before[:, :, s])]
+    changed = [s for s in slots if not _same_bits(after[:, :, s], before[:, :, s])]
     if not changed:
         return (
             f"{where}, o cache não mudou: a chave e o valor novos precisam ficar guardados, no "
@@ -357,7 +493,7 @@ def _cache_message(where: str, before: Tensor, after: Tensor, new: Tensor, slot:
     if (
         len(changed) == 1
         and changed[0] != slot
-        and torch.equal(after[:, :, changed[0]], new[:, :, 0])
+        and _same_bits(after[:, :, changed[0]], new[:, :, 0])
     ):
         return (
             f"{where}, o token novo foi para a vaga {changed[0]}; a vaga da posição pos é "
@@ -386,17 +522,36 @@ def check_rolling_step(rolling_step: Callable[..., Tensor]) -> None:
         queries, keys, values = (
             torch.randn(b, h, steps, d_h, generator=gen, dtype=torch.float64) for _ in range(3)
         )
-        # O cache começa com lixo (como um torch.empty): valores quaisquer, longe dos tokens.
-        cache_k, cache_v = (
-            5 + 3 * torch.randn(b, h, window, d_h, generator=gen, dtype=torch.float64)
-            for _ in range(2)
-        )
+        # O cache começa com lixo (como um torch.empty), com NaN e infinitos.
+        cache_k, cache_v = _garbage(gen, b, h, window, d_h)
         for pos in range(steps):
             where = f"Para b={b}, h={h}, d_h={d_h}, {description}, no passo pos={pos}"
             q, k_new, v_new = (x[:, :, pos : pos + 1].clone() for x in (queries, keys, values))
             before_k, before_v = cache_k.clone(), cache_v.clone()
-            # Os caches vão na frente, fora de call_answer: eles devem mudar (no lugar).
-            step = functools.partial(rolling_step, cache_k, cache_v)
+            slot = pos % window
+            expected_k, expected_v = before_k.clone(), before_v.clone()
+            expected_k[:, :, slot] = k_new[:, :, 0]
+            expected_v[:, :, slot] = v_new[:, :, 0]
+            watch = _CacheCopies(
+                {
+                    "cache_k": (cache_k, before_k, expected_k),
+                    "cache_v": (cache_v, before_v, expected_v),
+                }
+            )
+
+            # Os caches vão na frente, fora de call_answer: eles devem mudar (no lugar). A
+            # vigia das cópias liga só em volta da resposta (não das cópias de call_answer).
+            def step(
+                q: Tensor,
+                k_new: Tensor,
+                v_new: Tensor,
+                pos: int,
+                _caches: tuple[Tensor, Tensor] = (cache_k, cache_v),
+                _watch: _CacheCopies = watch,
+            ) -> Tensor:
+                with _CopyExports(_watch), _CopyOps(_watch):
+                    return rolling_step(*_caches, q, k_new, v_new, pos)
+
             with record_ops() as ops:
                 received = call_answer(
                     step, {"q": q, "k_new": k_new, "v_new": v_new, "pos": pos}, where, _ROLLING_HINT
@@ -415,26 +570,46 @@ def check_rolling_step(rolling_step: Callable[..., Tensor]) -> None:
                 "torch.where sobre o cache inteiro...). No cache circular nada se move: escreva "
                 "só a vaga pos % W, no lugar, e atenda às vagas como estão.",
             )
-            slot = pos % window
-            for name, cache, before, new in (
-                ("cache_k", cache_k, before_k, k_new),
-                ("cache_v", cache_v, before_v, v_new),
-            ):
-                expected = before.clone()
-                expected[:, :, slot] = new[:, :, 0]
+            for name in ("cache_k", "cache_v"):
                 expect(
-                    cache.shape == expected.shape and torch.equal(cache, expected),
+                    not watch.whole(name),
+                    f"{where}, o cache foi copiado: durante a chamada, todos os valores de "
+                    f"`{name}` apareceram fora dele, em tensores novos ou levados para o numpy "
+                    f"ou o Python (pelas operações {', '.join(watch.sources[name])}). Cópias em "
+                    "partes (duas metades), num tensor redimensionado com resize_ ou pelo "
+                    "numpy também contam: escreva só a vaga pos % W, no lugar, e "
+                    "atenda às vagas como estão.",
+                )
+            for name, cache, before, expected, new in (
+                ("cache_k", cache_k, before_k, expected_k, k_new),
+                ("cache_v", cache_v, before_v, expected_v, v_new),
+            ):
+                expect(
+                    _same_bits(cache, expected),
                     _cache_message(f"{where}, em `{name}`", before, cache, new, slot)
                     if cache.shape == expected.shape
                     else f"{where}, `{name}` mudou de forma: {tuple(cache.shape)}.",
                 )
             filled = min(pos + 1, window)
             old = slice(0, min(pos, window))  # as vagas preenchidas antes deste passo
+            empty = torch.arange(window) >= filled  # (W,): vagas ainda sem token
+            scores = q @ cache_k.transpose(-2, -1) / math.sqrt(d_h)  # (b, h, 1, W)
+            weights = scores.masked_fill(empty, -math.inf).softmax(dim=-1)  # (b, h, 1, W)
             variants = [
                 (
-                    "o token atendeu também às vagas que ainda não receberam nenhum token (o "
-                    "lixo do começo do cache): enquanto pos < W - 1, só as vagas 0..pos valem.",
+                    "o lixo das vagas que ainda não receberam nenhum token entrou nas "
+                    "pontuações: o token atendeu a todas as W vagas, ou a máscara foi somada "
+                    "(o lixo pode ter NaN, como um torch.empty, e NaN + (-inf) dá NaN). "
+                    "Enquanto pos < W - 1, só as vagas 0..pos valem: use só elas, ou "
+                    "masked_fill, que troca a pontuação em vez de somar.",
                     _attend(q, cache_k, cache_v),
+                ),
+                (
+                    "as vagas sem token receberam peso 0, mas entraram na multiplicação pelos "
+                    "valores: o lixo de um cache novo pode ter NaN ou infinito (como um "
+                    "torch.empty), e 0 · NaN e 0 · ∞ dão NaN. Use só as vagas preenchidas "
+                    "(cache_v[:, :, :pos + 1] enquanto pos < W).",
+                    weights @ cache_v,
                 ),
                 (
                     "o token atendeu ao cache de antes da escrita e à chave nova: são W + 1 "
