@@ -54,7 +54,7 @@ def test_last_token_index_right_and_left_padding():
         ]
     )
     assert tpt.last_token_index(ids).tolist() == [2, 4, 4, 2]
-    assert tpt.last_token_index(ids, pad_id=7).tolist() == [4, 4, 4, 4]
+    assert tpt.last_token_index(ids, pad_id=7).tolist() == [4, 3, 4, 4]
     assert tpt.last_token_index(ids[:, :3], pad_id=7).tolist() == [1, 2, 1, 1]
     hidden = torch.arange(4 * 5 * 2.0).reshape(4, 5, 2)
     pooled = tpt.pool_last_token(hidden, ids)
