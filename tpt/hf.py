@@ -916,7 +916,9 @@ def to_peft(model: GPT | GPTClassifier) -> PeftModel:
         modules_to_save=["score"] if classifier else None,
     )
     hf_model = _to_hf(model)
-    peft_model = peft.get_peft_model(hf_model, config)
+    with warnings.catch_warnings():  # aviso interno do peft ao transformers, sem ação nossa
+        warnings.filterwarnings("ignore", "`is_gradient_checkpointing`", FutureWarning)
+        peft_model = peft.get_peft_model(hf_model, config)
     inner = peft_model.get_base_model()
     for name, ad in adapters.items():
         layer = inner.get_submodule(name)
@@ -941,7 +943,8 @@ def _peft_layers(inner: nn.Module, adapter: str) -> dict[str, nn.Module]:
     return {
         name: module
         for name, module in inner.named_modules()
-        if isinstance(module, LoraLayer) and adapter in module.lora_A
+        if isinstance(module, LoraLayer)
+        and (adapter in module.lora_A or adapter in getattr(module, "lora_embedding_A", {}))
     }
 
 
