@@ -344,3 +344,23 @@ def test_from_peft_refuses_what_the_tpt_cannot_hold(make, match):
 def test_from_peft_refuses_other_objects():
     with pytest.raises(TypeError, match="from_peft espera um peft.PeftModel"):
         hf.from_peft(torch.nn.Linear(2, 2))
+
+
+def test_only_hf_imports_transformers_and_peft():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import sys, tpt, tpt.hf, tpt.lora, tpt.classifier; "
+        "assert not {'transformers', 'peft'} & set(sys.modules), 'importou'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+    root = Path(tpt.__file__).parent
+    importers = {
+        path.relative_to(root).as_posix()
+        for path in root.rglob("*.py")
+        if any(f"import {name}" in path.read_text(encoding="utf-8")
+               for name in ("peft", "transformers"))
+    }
+    assert importers <= {"hf.py"}, importers

@@ -1,6 +1,7 @@
 """Do tpt ao Hugging Face: ``to_hf`` e ``from_hf`` entre ``tpt.GPT`` e ``transformers``.
 
-Ver notebooks/11_do_tpt_ao_hugging_face.ipynb.
+Ver notebooks/11_do_tpt_ao_hugging_face.ipynb e, para o classificador e a LoRA
+(``to_peft``, ``from_peft``), notebooks/12_ajuste_fino.ipynb.
 
 Um ``tpt.GPT`` com a receita certa **é** um GPT-2 ou um Llama: as mesmas contas, com os
 pesos guardados em outros nomes e, às vezes, em outra arrumação. Duas famílias têm
@@ -34,10 +35,16 @@ O que não tem equivalente nessas duas classes (pós-normalização, posições 
 ALiBi, RoPE com LayerNorm, mistura de especialistas, ``rope_scaling``...) levanta
 ``ValueError`` nomeando o campo, nunca um modelo diferente em silêncio.
 
+O ``tpt.GPTClassifier`` vira ``GPT2ForSequenceClassification`` ou
+``LlamaForSequenceClassification`` (a cabeça ``score`` no último token que não é
+``pad_token_id``), e a LoRA do ``tpt.lora`` vira adaptadores do ``peft`` (``to_peft``):
+as linhas de ``B`` seguem a mesma arrumação das linhas de ``W`` (permutação do RoPE em
+Q e K, divisão do ``qkv_proj``, ``Conv1D`` transposto do GPT-2).
+
 Mesmo em float64, o ``LlamaForCausalLM`` calcula a RMSNorm e os ângulos do RoPE em
 float32: os logits de ``to_hf`` ficam a ~1e-7 dos do tpt, não a 1e-15 (``from_hf`` não
 tem esse limite). O ``transformers`` (5.0 ou mais novo) só é importado aqui dentro, na
-primeira chamada: ``import tpt`` não fica mais pesado.
+primeira chamada (o ``peft`` também): ``import tpt`` não fica mais pesado.
 """
 
 from __future__ import annotations
