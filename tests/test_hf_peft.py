@@ -364,3 +364,13 @@ def test_only_hf_imports_transformers_and_peft():
                for name in ("peft", "transformers"))
     }
     assert importers <= {"hf.py"}, importers
+
+
+def test_parameter_map_leaves_the_adapters_out():
+    kwargs, *_ = _drawn(4, "llama")
+    model = _model(4, kwargs)
+    expected = hf.parameter_map(model)
+    tpt.add_lora(model, 2, 2.0, ("q", "linear2"))
+    assert hf.parameter_map(model) == expected
+    with pytest.raises(TypeError, match="passe clf.gpt"):
+        hf.parameter_map(tpt.GPTClassifier(model, 2))

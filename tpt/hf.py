@@ -314,12 +314,20 @@ def parameter_map(model: GPT) -> list[tuple[str, str, str]]:
 
     A lista é lida de ``model.named_parameters()`` (um parâmetro amarrado aparece uma
     vez só, com o nome da tabela de embeddings). Levanta ``ValueError`` se a
-    configuração não tiver equivalente (ver ``hf_family``).
+    configuração não tiver equivalente (ver ``hf_family``). Com LoRA, os ``A`` e ``B``
+    ficam de fora: não são pesos do modelo do HF, e sim do ``peft`` (ver ``to_peft``).
     """
+    if not isinstance(model, GPT):
+        raise TypeError(
+            f"parameter_map espera um tpt.GPT (de um classificador, passe clf.gpt); recebi "
+            f"{type(model).__name__}"
+        )
     family = hf_family(model.config)
     rules = _rules(family, model)
     rows = []
     for name, _ in model.named_parameters():
+        if name.split(".")[-2] in ("lora_A", "lora_B"):
+            continue
         for rule in rules:
             match = re.fullmatch(rule.pattern, name)
             if match:
