@@ -29,6 +29,12 @@ from tpt import hf  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 transformers.logging.disable_progress_bar()
+# Avisos internos do peft 0.21 ao chamar o transformers 5 (get_peft_model, from_pretrained),
+# e o de LoRA numa tabela amarrada (o caso recusado de propósito abaixo).
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing`:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:Model has `tie_word_embeddings=True`:UserWarning"),
+]
 
 LLAMA = dict(positional="rope", norm="rmsnorm", activation="swiglu")
 TARGETS = {
