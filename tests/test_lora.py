@@ -311,7 +311,9 @@ def test_generation_uses_the_adapters():
         (dict(alpha=0), r"alpha=0 deve ser um número positivo"),
         (dict(alpha=-1.0), r"alpha=-1\.0 deve ser um número positivo"),
         (dict(dropout=1.0), r"dropout=1\.0 deve estar em \[0, 1\)"),
-        (dict(targets=("q_proj",)), r"alvo 'q_proj' inexistente; alvos válidos: q, k, v"),
+        (dict(targets=("q_proj",)), r"alvo 'q_proj' inexistente; alvos válidos: q, k, v.*"
+                                    r"do Hugging Face se chama 'q' no tpt"),
+        (dict(targets=("wq",)), r"alvo 'wq' inexistente.*fatias da projeção fundida"),
         (dict(targets=()), r"targets está vazio"),
         (dict(targets=("q", "q")), r"alvos repetidos em targets: q"),
         (dict(targets=("qkv_proj", "v")), r"'qkv_proj'.*e também fatias"),

@@ -56,6 +56,18 @@ LORA_TARGETS = {
     "linear2": "ffn.linear2 (down_proj, a linear de saída da FFN)",
 }
 _QKV_SLICES = ("q", "k", "v")
+# Nomes do Hugging Face (Llama e GPT-2) -> alvo do tpt, só para a mensagem de erro.
+_HF_NAMES = {
+    "q_proj": "q",
+    "k_proj": "k",
+    "v_proj": "v",
+    "o_proj": "out_proj",
+    "gate_proj": "linear1",
+    "up_proj": "linear3",
+    "down_proj": "linear2",
+    "c_attn": "qkv_proj",
+    "c_fc": "linear1",
+}
 
 
 def _check_rank_alpha(rank: object, alpha: object, dropout: object) -> None:
@@ -264,9 +276,13 @@ def _check_targets(targets: object, swiglu: bool) -> tuple[str, ...]:
         raise ValueError(f"targets está vazio; alvos válidos: {', '.join(LORA_TARGETS)}")
     for name in targets:
         if name not in LORA_TARGETS:
+            hint = (
+                f" (o {name!r} do Hugging Face se chama {_HF_NAMES[name]!r} no tpt)"
+                if name in _HF_NAMES
+                else " (q, k e v são as fatias da projeção fundida qkv_proj)"
+            )
             raise ValueError(
-                f"alvo {name!r} inexistente; alvos válidos: {', '.join(LORA_TARGETS)} "
-                "(q, k e v são as fatias da projeção fundida qkv_proj)"
+                f"alvo {name!r} inexistente; alvos válidos: {', '.join(LORA_TARGETS)}{hint}"
             )
     repeated = sorted({n for n in targets if targets.count(n) > 1})
     if repeated:
