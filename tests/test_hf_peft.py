@@ -251,6 +251,7 @@ def test_peft_sees_q_and_k_permuted_like_to_hf(llama64):
     tpt.add_lora(model, 2, 2.0, ("q", "k", "v"))
     _randomize_lora(model, 0)
     peft_model = hf.to_peft(model)
+    assert set(peft_model.peft_config["default"].target_modules) == {"q_proj", "k_proj", "v_proj"}
     layer = model.layers[0].self_attn.qkv_proj
     inner = peft_model.get_base_model().model.layers[0].self_attn
     perm = hf.rope_permutation(8)
@@ -269,7 +270,7 @@ def test_gpt2_slices_become_one_block_adapter_on_c_attn():
     _randomize_lora(model, 2)
     peft_model = hf.to_peft(model)
     config = peft_model.peft_config["default"]
-    assert config.fan_in_fan_out
+    assert config.fan_in_fan_out and set(config.target_modules) == {"c_attn"}
     c_attn = peft_model.get_base_model().transformer.h[0].attn.c_attn
     assert c_attn.r["default"] == 4 and c_attn.scaling["default"] == 2.0  # posto 2·2, α/r = 2
     qkv = model.layers[0].self_attn.qkv_proj

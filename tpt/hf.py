@@ -862,6 +862,27 @@ def _fused_adapter(module: LoRALinear) -> _Adapter:
     return _Adapter(a, b, module.scaling, module.lora_dropout.p)
 
 
+def _target_modules(names: list[str], family: str, num_layers: int) -> list[str]:
+    """Os ``target_modules`` do ``peft``: nomes curtos (``"q_proj"``) se valem em toda camada.
+
+    O ``peft`` escolhe os módulos cujo nome termina em ``.<alvo>``. Com os mesmos alvos
+    em todas as camadas (o que ``add_lora`` faz), basta o nome local, como se escreve à
+    mão (``["q_proj", "v_proj"]``); no GPT-2, ``c_proj`` existe na atenção e na FFN, daí
+    ``"attn.c_proj"`` e ``"mlp.c_proj"``. Senão, os nomes completos.
+    """
+    prefix = re.compile(re.escape(_LAYER_PREFIX[family]).replace(r"\{i\}", r"(\d+)"))
+    layers: dict[str, set[int]] = {}
+    for name in names:
+        match = prefix.match(name)
+        layers.setdefault(name[match.end() :], set()).add(int(match.group(1)))
+    if any(found != set(range(num_layers)) for found in layers.values()):
+        return names
+    short = [local.split(".")[-1] for local in layers]
+    return [
+        s if s != "c_proj" else local for s, local in zip(short, layers, strict=True)
+    ]
+
+
 @torch.no_grad()
 def to_peft(model: GPT | GPTClassifier) -> PeftModel:
     """Um ``peft.PeftModel`` com os mesmos adaptadores LoRA de ``model`` (e as mesmas saídas).
@@ -921,7 +942,7 @@ def to_peft(model: GPT | GPTClassifier) -> PeftModel:
     config = peft.LoraConfig(
         r=rank,
         lora_alpha=alpha,
-        target_modules=list(adapters),
+        target_modules=_target_modules(list(adapters), family, body.config.num_layers),
         lora_dropout=dropouts.pop(),
         fan_in_fan_out=family == "gpt2",
         bias="none",
