@@ -126,10 +126,19 @@ def test_nbgrader_source_notebook(stem):
         assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
         assert cell.source.startswith(f"def {exercise.function_name}(")
         compile(cell.source, "solucao", "exec")
-    for cell in grades:
+    for cell, exercise in zip(grades, course.exercises, strict=True):
         meta = cell.metadata["nbgrader"]
         assert meta["locked"] and meta["points"] == 1
         assert "assert solved_" in cell.source and not cell.outputs
+        # O verificador vem do módulo dele, e o retrato é conferido antes: nada de `ex.`.
+        assert "ex." not in cell.source.replace("tpt.exercises.", "")
+        assert f"import {exercise.check_name} as _conferencia" in cell.source
+        assert cell.source.index("_integridade.verify(globals())") < cell.source.index(
+            "_conferencia("
+        )
+    imports = nb.cells[course.imports_index]
+    assert imports.metadata["nbgrader"]["locked"]
+    assert imports.source.rstrip().endswith("_integridade.take(ex)")
 
 
 def test_parse_memory():
@@ -323,7 +332,8 @@ def test_one_assignment_at_a_time(tmp_path):
     assert f"<strong>{n}</strong> de {n} exercícios certos" in page
     assert page.count("<h2>") == 1 and f"<h2>{stem}:" in page
     assert "Semente dos casos sorteados: 2026." in page  # um identificador, sem ponto de milhar
-    assert not any(ord(ch) > 0x2FFF for ch in page)  # nenhum emoji: marcas em texto
+    # Nenhum emoji (símbolos de U+2300 a U+2BFF e acima de U+1F000): marcas em texto.
+    assert not [ch for ch in page if 0x2300 <= ord(ch) <= 0x2BFF or ord(ch) >= 0x1F000]
     assert "<h2>01_tokens" not in (out / "bia.html").read_text(encoding="utf-8")
 
     # --notebook: exatamente os nomeados (aqui um que ninguém entregou) e nome inválido.

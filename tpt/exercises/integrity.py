@@ -6,10 +6,11 @@ módulo ``tpt.*`` (seus nomes e os objetos a que apontam: os auxiliares como
 de cada função desses módulos, ``builtins`` e os atributos de ``torch``,
 ``torch.nn.functional``, ``torch.Tensor`` e ``torch.nn.Module``; com ``checks``, também
 os verificadores de ``ex``. :meth:`Snapshot.changes` diz o que foi trocado ou apagado
-desde então, e os nomes novos que mudam o que roda: um método acrescentado a
-``torch.Tensor`` (que esconde o de ``TensorBase``) ou um nome global novo num módulo (que
-esconde um de ``builtins``). Submódulos novos não contam (o PyTorch e o ``import`` os
-criam sob demanda).
+desde então, e os nomes novos que escondem outro: um método acrescentado a
+``torch.Tensor`` que esconde o de ``TensorBase``, ou um nome global novo num módulo que
+esconde um de ``builtins``. Nomes novos que não escondem nada não contam (o PyTorch e o
+``import`` criam submódulos sob demanda; o ``transformers`` acrescenta métodos a
+``nn.Module``).
 
 O mesmo retrato serve a três lugares:
 
@@ -65,10 +66,23 @@ _MODULES = (
 )
 _MISSING = object()
 _FUNCTION_PARTS = ("__code__", "__defaults__", "__kwdefaults__", "__globals__")
-# Classes vigiadas: qualquer nome novo nelas muda o que os tensores e módulos fazem.
+# Classes vigiadas: um nome novo nelas que esconde o de uma classe base muda o que roda.
 _CLASSES = ("torch.Tensor", "torch.nn.Module", "torch._C.TensorBase")
-# Nomes que o próprio Python acrescenta a um módulo (o registro do módulo warnings).
-_HARMLESS = {"__warningregistry__"}
+
+
+def _shadows(label: str, name: str) -> bool:
+    """Um nome novo em ``label`` esconde outro (de uma classe base, ou de ``builtins``)?"""
+    if label == "builtins":
+        return False
+    if label in _CLASSES:
+        torch = sys.modules["torch"]
+        cls = {
+            "torch.Tensor": torch.Tensor,
+            "torch.nn.Module": torch.nn.Module,
+            "torch._C.TensorBase": torch._C.TensorBase,
+        }[label]
+        return any(name in vars(base) for base in cls.__mro__[1:])
+    return name in vars(builtins)
 
 
 class IntegrityError(ExerciseError):
@@ -263,13 +277,8 @@ class Snapshot:
                     found.append(f"`{label}.{key}` foi apagado")
                 elif now[key] is not value and not _torch_wrapper_of(now[key], value):
                     found.append(f"`{label}.{key}` foi trocado")
-            if label == "builtins":
-                continue
             for key in now.keys() - before.keys():
-                value = now[key]
-                if label in _CLASSES or not (
-                    isinstance(value, types.ModuleType) or key in _HARMLESS
-                ):
+                if _shadows(label, key):
                     found.append(f"`{label}.{key}` foi acrescentado")
         for label, (fn, state) in self.functions.items():
             if _function_state(fn) != state:
@@ -292,11 +301,9 @@ def describe(changes: list[str], limit: int = 4) -> str:
 _TAKEN: list[Snapshot] = []
 
 
-def take(checks: Any) -> Snapshot:
+def take(checks: Any) -> None:
     """Tira o retrato de agora (antes do código do aluno) e o guarda para :func:`verify`."""
-    snapshot = Snapshot(checks)
-    _TAKEN[:] = [snapshot]
-    return snapshot
+    _TAKEN[:] = [Snapshot(checks)]
 
 
 def taken() -> Snapshot | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import re
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -20,6 +21,8 @@ COLUMNS = ("aluno", "notebook", "exercicio", "pontos", "maximo", "situacao", "me
 # A marca de cada situação na página: texto em negrito numa faixa colorida (classe CSS),
 # sem emoji: um Chromium sem fonte de emoji mostraria caixas vazias no lugar.
 BAD = ("errado", "erro", "tempo esgotado", "memória esgotada", "conferência alterada")
+# As marcas que as conferências imprimem no começo da linha (a situação já diz o mesmo).
+_CHECK_MARK = re.compile(r"^[✅❌⏳]\s*")
 
 
 def write_grades(rows: list[Row], path: Path) -> None:
@@ -100,7 +103,7 @@ def student_page(student: str, rows: list[Row], notes: list[str], seed: int) -> 
                 f'<tr class="{kind}"><td>{fmt(r.exercicio)}</td>'
                 f'<td class="marca">{esc(r.situacao)}</td>'
                 f"<td>{fmt(r.pontos)} de {fmt(r.maximo)}</td>"
-                f'<td class="msg">{esc(r.mensagem)}</td></tr>'
+                f'<td class="msg">{esc(_CHECK_MARK.sub("", r.mensagem))}</td></tr>'
             )
         lines.append("</table>")
         sections.append("\n".join(lines))
