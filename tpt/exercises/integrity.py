@@ -42,8 +42,9 @@ from tpt.exercises.messages import ExerciseError
 
 __all__ = ["Snapshot", "IntegrityError", "take", "taken", "verify", "describe"]
 
-# Nomes que o próprio IPython troca ao rodar uma célula.
-_VOLATILE = {"_", "__", "___", "exit", "quit", "get_ipython", "display", "__IPYTHON__"}
+# Nomes que o próprio IPython troca ao rodar uma célula (o núcleo do Jupyter também troca
+# ``input`` a cada execução, para pedir a entrada ao navegador).
+_VOLATILE = {"_", "__", "___", "exit", "quit", "get_ipython", "display", "__IPYTHON__", "input"}
 _MODULES = (
     "torch",
     "torch.nn",
