@@ -1,4 +1,4 @@
-"""A máquina comum das conferências (tpt/exercises/core, rules e guards).
+"""A máquina comum das conferências (tpt/exercises/messages, rules, integrity, guards e core).
 
 Cada classe de resposta errada que a issue de exercícios listou tem aqui o teste que a
 barra no nível da máquina; os testes de cada notebook repetem a prova exercício a exercício.
