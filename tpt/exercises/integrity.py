@@ -184,6 +184,23 @@ def _watched() -> dict[str, dict]:
     return watched
 
 
+def _live(label: str) -> Any:
+    """O espaço de nomes vigiado ``label`` como está agora (sem cópia), ou ``None``."""
+    if label == "builtins":
+        return vars(builtins)
+    if label in _CLASSES:
+        torch = sys.modules["torch"]
+        return vars(
+            {
+                "torch.Tensor": torch.Tensor,
+                "torch.nn.Module": torch.nn.Module,
+                "torch._C.TensorBase": torch._C.TensorBase,
+            }[label]
+        )
+    module = sys.modules.get(label)
+    return None if module is None else vars(module)
+
+
 class Snapshot:
     """Identidades guardadas antes do código do aluno.
 
@@ -229,11 +246,13 @@ class Snapshot:
         self._contents = [c.cell_contents for c in self._cells]
 
     def _same(self) -> bool:
-        """Tudo igual ao ponto de partida? (só identidades, em laços do próprio Python em C)"""
-        now = _watched()
+        """Tudo igual ao ponto de partida? (só identidades, em laços do próprio Python em C,
+        direto nos espaços de nomes, sem copiá-los)"""
         for label, keys in self._keys.items():
-            current = now.get(label)
-            if current is None or len(current) != len(keys):
+            current = _live(label)
+            if current is None:
+                return False
+            if label != "builtins" and len(current) != len(keys):
                 return False
             values = map(current.get, keys, itertools.repeat(_MISSING))
             if not all(map(operator.is_, values, self._values[label])):
