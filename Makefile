@@ -13,6 +13,7 @@
 #   make release     confere versão, notebooks e site, e cria a tag v<versão>
 #   make turma       cópias dos notebooks para os alunos, sem as soluções, em turma/
 #   make corrigir ENTREGAS=pasta  corrige uma turma (uma subpasta por aluno) em correcao/
+#                    (NOTEBOOK="06_mascaras": só esses notebooks; padrão: os entregues)
 #   make nbgrader    a árvore source/ do nbgrader em nbgrader/
 #   make test-nbgrader  a volta completa com o nbgrader 0.9.6 (.cache/nbgrader-venv)
 #   make clean       apaga caches e o ambiente virtual
@@ -131,20 +132,22 @@ release-check: site
 	$(PYTHON) scripts/release.py $(SITE_DIR) --check
 
 # Kit do instrutor (tpt/turma/; README, "Para instrutores: turma e correção").
-# make corrigir ENTREGAS=entregas SAIDA=correcao JOBS=2 TEMPO=300 MEMORIA=4G
+# make corrigir ENTREGAS=entregas SAIDA=correcao JOBS=2 TEMPO=300 MEMORIA=4G NOTEBOOK=06_mascaras
+# (NOTEBOOK aceita vários nomes separados por espaço; vazio: os notebooks que aparecem nas entregas)
 TURMA    ?= turma
 ENTREGAS ?= tests/entregas
 SAIDA    ?= correcao
 JOBS     ?= 2
 TEMPO    ?= 300
 MEMORIA  ?= 4G
+NOTEBOOK ?=
 NBGRADER_DIR ?= nbgrader
 
 turma: $(STAMP)
 	$(PY) -m tpt.turma copias $(TURMA)
 
 corrigir: $(STAMP)
-	$(ISOLATED_ENV) $(PY) -m tpt.turma corrigir $(ENTREGAS) -o $(SAIDA) -j $(JOBS) --tempo $(TEMPO) --memoria $(MEMORIA)
+	$(ISOLATED_ENV) $(PY) -m tpt.turma corrigir $(ENTREGAS) -o $(SAIDA) -j $(JOBS) --tempo $(TEMPO) --memoria $(MEMORIA) $(foreach n,$(NOTEBOOK),--notebook $(n))
 
 nbgrader: $(STAMP)
 	$(PY) -m tpt.turma nbgrader $(NBGRADER_DIR)

@@ -1,4 +1,4 @@
-"""A máquina comum das conferências (tpt/exercises/core, rules e guards).
+"""A máquina comum das conferências (tpt/exercises/messages, rules, integrity, guards e core).
 
 Cada classe de resposta errada que a issue de exercícios listou tem aqui o teste que a
 barra no nível da máquina; os testes de cada notebook repetem a prova exercício a exercício.
@@ -884,3 +884,197 @@ def test_a_callback_the_check_hands_over_may_be_called():
         call_answer(state.answers[0], {"t": 3}, "No caso")
     assert "_window_variants" in state.violation
 
+
+# --------------------------------------------------------------------------------------
+# Peças da conferência ou do PyTorch trocadas pela resposta (e restauradas depois)
+# --------------------------------------------------------------------------------------
+def _window(t, window):
+    i = torch.arange(t)
+    return (i[None, :] > i[:, None]) | (i[:, None] - i[None, :] >= window)
+
+
+def _swapping_answer(owner, name, fake, restore_at=3):
+    """Uma resposta errada que troca ``owner.name`` por ``fake`` na primeira chamada e
+    desfaz a troca na chamada ``restore_at``: no fim da conferência, tudo parece intacto."""
+    original = getattr(owner, name)
+    calls = []
+
+    def answer(t, window):
+        calls.append(1)
+        if len(calls) == 1:
+            setattr(owner, name, fake)
+        elif len(calls) == restore_at:
+            setattr(owner, name, original)
+        return torch.zeros(t, t, dtype=torch.bool)  # nada bloqueado: errado
+
+    return answer, original
+
+
+class _CallableAnswer:
+    """Uma resposta que não é função (um objeto chamável): a guarda a acompanha pelo perfil."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def __call__(self, t, window):
+        return self.answer(t, window)
+
+
+@pytest.mark.parametrize("as_object", [False, True], ids=["funcao", "objeto"])
+@pytest.mark.parametrize(
+    "target",
+    ["_expect_mask", "expect", "torch.equal", "torch.Tensor.__ne__", "F.layer_norm"],
+    ids=["auxiliar", "expect", "torch.equal", "Tensor.__ne__", "F.layer_norm"],
+)
+def test_check_pieces_swapped_by_the_answer_are_refused(target, as_object, capsys):
+    import tpt.exercises.masks as hidden
+
+    owners = {
+        "_expect_mask": (hidden, "_expect_mask"),
+        "expect": (hidden, "expect"),
+        "torch.equal": (torch, "equal"),
+        "torch.Tensor.__ne__": (torch.Tensor, "__ne__"),
+        "F.layer_norm": (F, "layer_norm"),
+    }
+    owner, name = owners[target]
+    inherited = name not in vars(owner)
+    answer, original = _swapping_answer(owner, name, lambda *args, **kwargs: True)
+    try:
+        out = rejected(
+            masks_ex.check_sliding_window_mask,
+            _CallableAnswer(answer) if as_object else answer,
+            capsys,
+            "trocou peças de que a conferência depende",
+            f".{name}` foi ",
+        )
+    finally:
+        if inherited:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, original)
+    assert "correto" not in out
+    accepted(masks_ex.check_sliding_window_mask, _window, capsys)
+    accepted(masks_ex.check_sliding_window_mask, _CallableAnswer(_window), capsys)
+
+
+def test_code_of_a_check_helper_swapped_by_the_answer_is_refused(capsys):
+    import tpt.exercises.masks as hidden
+
+    original = hidden._expect_mask.__code__
+
+    def answer(t, window):
+        hidden._expect_mask.__code__ = (lambda *args, **kwargs: None).__code__
+        return torch.zeros(t, t, dtype=torch.bool)
+
+    try:
+        rejected(masks_ex.check_sliding_window_mask, answer, capsys, "o código de `tpt.exercises")
+    finally:
+        hidden._expect_mask.__code__ = original
+    accepted(masks_ex.check_sliding_window_mask, _window, capsys)
+
+
+def test_names_added_that_shadow_something_are_refused(capsys):
+    """Um método novo em torch.Tensor esconde o de TensorBase; um global novo no módulo da
+    conferência esconde o de builtins."""
+    import tpt.exercises.masks as hidden
+
+    def answer(t, window):
+        hidden.isinstance = lambda *args: True
+        return torch.zeros(t, t, dtype=torch.bool)
+
+    try:
+        rejected(
+            masks_ex.check_sliding_window_mask,
+            answer,
+            capsys,
+            "`tpt.exercises.masks.isinstance` foi acrescentado",
+        )
+    finally:
+        vars(hidden).pop("isinstance", None)
+    accepted(masks_ex.check_sliding_window_mask, _window, capsys)
+
+
+def test_one_integrity_snapshot_is_shared():
+    """A correção, o nbgrader e a guarda usam o mesmo retrato (tpt.exercises.integrity)."""
+    import tpt.exercises.guards as guards
+    import tpt.exercises.integrity as integrity
+    import tpt.turma.integrity as turma_integrity
+
+    assert turma_integrity.Snapshot is integrity.Snapshot
+    assert guards.integrity is integrity
+    ex = checks("masks")
+    snapshot = integrity.Snapshot(ex)
+    assert snapshot.changes({"ex": ex}) == []
+    assert snapshot.changes({"ex": object()}) == ["`ex` foi trocado por outro objeto"]
+    original = F.layer_norm
+    F.layer_norm = lambda *args, **kwargs: None
+    try:
+        assert "`torch.nn.functional.layer_norm` foi trocado" in snapshot.changes()
+    finally:
+        F.layer_norm = original
+    assert snapshot.changes() == []
+
+
+# --------------------------------------------------------------------------------------
+# Sem círculo: a máquina importa num sentido só (messages ← rules ← guards ← core)
+# --------------------------------------------------------------------------------------
+def _exercise_imports() -> dict[str, set[str]]:
+    """Os módulos de tpt/exercises/ que cada um importa (também dentro de funções)."""
+    import ast
+    from pathlib import Path
+
+    folder = Path(tpt.__file__).parent / "exercises"
+    names = {p.stem for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for path in folder.glob("*.py"):
+        edges = graph.setdefault(path.stem, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            else:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                if parts[:2] != ["tpt", "exercises"]:
+                    continue
+                if len(parts) == 2:
+                    edges.add("__init__")
+                elif parts[2] in names:
+                    edges.add(parts[2])
+        edges.discard(path.stem)
+    # "from tpt.exercises import integrity" conta como integrity, não como o pacote.
+    for stem, edges in graph.items():
+        if stem != "__init__" and edges & (names - {"__init__"}) and "__init__" in edges:
+            source = (folder / f"{stem}.py").read_text(encoding="utf-8")
+            if "from tpt.exercises import (" not in source and not any(
+                line.startswith("from tpt.exercises import ") and "," in line
+                for line in source.splitlines()
+            ):
+                edges.discard("__init__")
+    return graph
+
+
+def test_no_import_circle_in_the_exercises_package():
+    graph = _exercise_imports()
+    machinery = ("messages", "rules", "integrity", "guards", "core")
+    assert graph["messages"] == set()
+    assert graph["rules"] == {"messages"}
+    assert graph["integrity"] == {"messages"}
+    assert graph["guards"] == {"messages", "rules", "integrity"}
+    assert graph["core"] == {"messages", "guards"}
+    assert not graph["__init__"] - set(machinery)
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            assert state.get(nxt) != 1, f"círculo de importação: {' -> '.join([*path, nxt])}"
+            if nxt not in state:
+                visit(nxt, [*path, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])

@@ -126,10 +126,19 @@ def test_nbgrader_source_notebook(stem):
         assert "### BEGIN SOLUTION" in cell.source and "### END SOLUTION" in cell.source
         assert cell.source.startswith(f"def {exercise.function_name}(")
         compile(cell.source, "solucao", "exec")
-    for cell in grades:
+    for cell, exercise in zip(grades, course.exercises, strict=True):
         meta = cell.metadata["nbgrader"]
         assert meta["locked"] and meta["points"] == 1
         assert "assert solved_" in cell.source and not cell.outputs
+        # O verificador vem do módulo dele, e o retrato é conferido antes: nada de `ex.`.
+        assert "ex." not in cell.source.replace("tpt.exercises.", "")
+        assert f"import {exercise.check_name} as _conferencia" in cell.source
+        assert cell.source.index("_integridade.verify(globals())") < cell.source.index(
+            "_conferencia("
+        )
+    imports = nb.cells[course.imports_index]
+    assert imports.metadata["nbgrader"]["locked"]
+    assert imports.source.rstrip().endswith("_integridade.take(ex)")
 
 
 def test_parse_memory():
@@ -251,9 +260,8 @@ def test_outputs_and_submissions(graded):
     assert summary["referencia"]["total"] == str(total) == summary["referencia"]["maximo"]
     assert summary["certo"][fixtures.LIGHT] == str(len(COURSE[fixtures.LIGHT].exercises))
     page = (out / "errado.html").read_text(encoding="utf-8")
-    assert (
-        '<html lang="pt-BR">' in page and "❌" in page and "Semente dos casos sorteados: 7" in page
-    )
+    assert '<html lang="pt-BR">' in page and '<td class="marca">errado</td>' in page
+    assert "Semente dos casos sorteados: 7." in page
     assert "<eos>" not in page  # as mensagens saem escapadas (&lt;eos&gt;)
     assert (out / "vazio.html").exists()
 
@@ -281,3 +289,64 @@ def test_child_has_a_cpu_limit_that_outlives_the_parent():
         check=True,
     ).stdout.split()
     assert [int(x) for x in out] == [40, 45]
+
+
+def _grade(entregas: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tpt.turma", "corrigir", str(entregas), "-o", str(out)]
+        + ["--tempo", "120", "--memoria", "3G", "--sem-barra", *extra],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def test_one_assignment_at_a_time(tmp_path):
+    """Só entregas do 06_mascaras: a correção fala só dele (CSV, resumo e páginas)."""
+    stem = "06_mascaras"
+    masks = COURSE[stem]
+    entregas = tmp_path / "entregas"
+    fixtures.write_class(
+        entregas,
+        {
+            "ana": {"semana6.ipynb": fixtures.minimal(masks, fixtures.reference(masks))},
+            "bia": {".gitkeep": b""},
+        },
+    )
+    out = tmp_path / "correcao"
+    done = _grade(entregas, out)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(out / "notas.csv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    n = len(masks.exercises)
+    assert {r["notebook"] for r in rows} == {stem} and len(rows) == 2 * n
+    assert {r["situacao"] for r in rows if r["aluno"] == "ana"} == {"certo"}
+    assert {r["situacao"] for r in rows if r["aluno"] == "bia"} == {"não entregue"}
+    with open(out / "resumo.csv", encoding="utf-8", newline="") as file:
+        reader = csv.DictReader(file)
+        summary = {r["aluno"]: r for r in reader}
+        assert reader.fieldnames == ["aluno", "total", "maximo", stem]
+    assert summary["ana"]["total"] == summary["ana"]["maximo"] == str(n)
+    assert summary["bia"]["maximo"] == str(n)
+    page = (out / "ana.html").read_text(encoding="utf-8")
+    assert f"<strong>{n}</strong> de {n} exercícios certos" in page
+    assert page.count("<h2>") == 1 and f"<h2>{stem}:" in page
+    assert "Semente dos casos sorteados: 2026." in page  # um identificador, sem ponto de milhar
+    # Nenhum emoji (símbolos de U+2300 a U+2BFF e acima de U+1F000): marcas em texto.
+    assert not [ch for ch in page if 0x2300 <= ord(ch) <= 0x2BFF or ord(ch) >= 0x1F000]
+    assert "<h2>01_tokens" not in (out / "bia.html").read_text(encoding="utf-8")
+
+    # --notebook: exatamente os nomeados (aqui um que ninguém entregou) e nome inválido.
+    other = tmp_path / "outra"
+    done = _grade(entregas, other, "--notebook", "01_tokens")
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(other / "notas.csv", encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert {r["notebook"] for r in rows} == {"01_tokens"}
+    assert {r["situacao"] for r in rows} == {"não entregue"}
+    assert len(rows) == 2 * len(COURSE["01_tokens"].exercises)
+    assert "06_mascaras: entregue, mas fora desta correção" in (other / "ana.html").read_text(
+        encoding="utf-8"
+    )
+    done = _grade(entregas, tmp_path / "nada", "--notebook", "06_mascara")
+    assert done.returncode == 2 and "'06_mascara' não é um notebook do curso" in done.stderr

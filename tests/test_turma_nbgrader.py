@@ -4,10 +4,13 @@ Precisa do nbgrader 0.9.6 num ambiente à parte (``.cache/nbgrader-venv``, criad
 alvo do Makefile): a variável ``TPT_NBGRADER_BIN`` aponta a pasta ``bin/`` dele. Sem ela,
 o teste é pulado (``make test`` não instala o nbgrader).
 
-Em uma pasta de curso nova: ``python -m tpt.turma nbgrader`` grava a tarefa do notebook
-leve; ``nbgrader generate_assignment`` faz a cópia dos alunos (sem as soluções);
-``nbgrader autograde`` corrige uma entrega certa e uma errada; ``nbgrader export`` dá as
-notas. O núcleo que executa os notebooks é o Python do .venv do curso (onde o tpt está).
+Em uma pasta de curso nova: ``python -m tpt.turma nbgrader`` grava a tarefa do
+06_mascaras; ``nbgrader generate_assignment`` faz a cópia dos alunos (sem as soluções);
+``nbgrader autograde`` corrige uma entrega certa, uma errada e três que adulteram a
+correção com respostas erradas (um ``ex`` falso que aprova tudo, um auxiliar de
+``tpt.exercises`` trocado, uma função do ``torch`` trocada); ``nbgrader export`` dá as
+notas: só a certa pontua. O núcleo que executa os notebooks é o Python do .venv do curso
+(onde o tpt está).
 """
 
 from __future__ import annotations
@@ -25,7 +28,16 @@ import pytest
 from tpt.turma.course import load_course
 
 NBGRADER_BIN = os.environ.get("TPT_NBGRADER_BIN", "")
-TASK = "01_tokens"
+TASK = "06_mascaras"
+
+# Código que o aluno põe no começo da primeira célula de resposta (as respostas, erradas).
+TAMPERING = {
+    "ex_falso": (
+        "class _Tudo:\n    __getattr__ = lambda s, n: (lambda *a, **k: True)\n\n\nex = _Tudo()\n"
+    ),
+    "troca_tpt": "import tpt.exercises.masks as _m\n\n_m._expect_mask = lambda *a, **k: None\n",
+    "troca_torch": "import torch\n\ntorch.equal = lambda a, b: True\n",
+}
 
 pytestmark = pytest.mark.skipif(
     not (NBGRADER_BIN and (Path(NBGRADER_BIN) / "nbgrader").exists()),
@@ -82,7 +94,10 @@ def test_nbgrader_round_trip(tmp_path):
         assert not any(line in text for line in body if len(line) > 25), exercise.number
     assert text.count("Escreva sua solução aqui") >= len(course.exercises)
 
-    for student, fill in (("certo", True), ("errado", False)):
+    first = min(e.number for e in course.exercises)
+    students = {"certo": (True, ""), "errado": (False, "")}
+    students |= {name: (False, code) for name, code in TAMPERING.items()}
+    for student, (fill, prefix) in students.items():
         nb = nbformat.from_dict(json.loads(json.dumps(released)))
         for cell in nb.cells:
             grade = cell.metadata.get("nbgrader", {})
@@ -96,6 +111,8 @@ def test_nbgrader_round_trip(tmp_path):
                         'raise NotImplementedError("Escreva sua solução aqui")', "return None"
                     )
                 )
+                if number == first:
+                    cell.source = prefix + cell.source
             if grade.get("grade"):  # o aluno "edita" a conferência: o nbgrader a restaura
                 cell.source = "solved = True"
         folder = course_dir / "submitted" / student / TASK
@@ -107,4 +124,13 @@ def test_nbgrader_round_trip(tmp_path):
     with open(course_dir / "grades.csv", encoding="utf-8") as file:
         scores = {row["student_id"]: float(row["raw_score"]) for row in csv.DictReader(file)}
     print("notas do nbgrader:", scores)
-    assert scores == {"certo": float(len(course.exercises)), "errado": 0.0}
+    assert scores == {
+        "certo": float(len(course.exercises)),
+        "errado": 0.0,
+        **{name: 0.0 for name in TAMPERING},
+    }
+    # A nota zero das adulterações vem do retrato, com a mensagem em português.
+    for name in TAMPERING:
+        graded = course_dir / "autograded" / name / TASK / f"{TASK}.ipynb"
+        outputs = json.dumps(nbformat.read(graded, as_version=4).cells, ensure_ascii=False)
+        assert "conferência alterada" in outputs, name

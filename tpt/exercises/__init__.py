@@ -9,34 +9,26 @@ e a conferência só avisa que ele está pendente, sem erro: por isso o notebook
 roda sem intervenção (papermill, nbval) e continua sendo um exercício de verdade.
 
 O notebook usa ``ex = checks("attention")``: só os verificadores, sem as referências.
-A máquina comum mora em três arquivos:
+A máquina comum mora em cinco arquivos, com as dependências num sentido só
+(``messages`` ← ``rules`` ← ``guards`` ← ``core``; ``integrity`` ← ``guards``):
 
-- ``core``: o veredito (:func:`exercise`), as mensagens (:func:`expect`,
-  :func:`expect_close` com diagnósticos só de variantes calculadas) e :func:`checks`;
+- ``messages``: as mensagens (:func:`expect`, :func:`expect_close` com diagnósticos só de
+  variantes calculadas, :func:`difference_text`) e :class:`ExerciseError`;
 - ``rules``: regras verificadas pelas operações que rodaram (:func:`record_ops`), não
   pelos nomes no código;
+- ``integrity``: o retrato do que as conferências usam (módulos de conferência, ``torch``,
+  ``torch.nn.functional``, ``torch.Tensor``), o mesmo da correção de uma turma e das
+  células de nota do nbgrader;
 - ``guards``: entradas intactas (:func:`call_answer`), gradientes
   (:func:`check_gradients`), casos sorteados (:func:`case_generator`, :func:`randsize`) e
   a guarda em volta de cada conferência (:func:`sandbox`: sem threads nem processos, sem
-  código da conferência chamado pela resposta).
+  código da conferência chamado pela resposta, sem peças da conferência trocadas);
+- ``core``: o veredito (:func:`exercise`) e :func:`checks`.
 """
 
 from __future__ import annotations
 
-from tpt.exercises.core import (
-    Checks,
-    ExerciseError,
-    autograd_explanation,
-    checks,
-    difference_text,
-    exercise,
-    expect,
-    expect_close,
-    first_line,
-    max_abs_diff,
-    same_values,
-    unambiguous,
-)
+from tpt.exercises.core import Checks, checks, exercise
 from tpt.exercises.guards import (
     SEED_VARIABLE,
     Snapshot,
@@ -50,6 +42,17 @@ from tpt.exercises.guards import (
     randsize,
     sandbox,
     seed_note,
+)
+from tpt.exercises.messages import (
+    ExerciseError,
+    autograd_explanation,
+    difference_text,
+    expect,
+    expect_close,
+    first_line,
+    max_abs_diff,
+    same_values,
+    unambiguous,
 )
 from tpt.exercises.rules import (
     ATTENTION_KERNEL_OPS,

@@ -12,7 +12,11 @@
 - :func:`sandbox` cerca a conferência inteira (:func:`~tpt.exercises.core.exercise` a
   liga): enquanto o código do aluno roda, nenhuma thread ou processo novo começa, nenhum
   código dos módulos de conferência (referências, auxiliares) é executado a pedido dele, e
-  o perfil e o rastreamento do Python (``sys.setprofile``, ``sys.settrace``) não mudam.
+  o perfil e o rastreamento do Python (``sys.setprofile``, ``sys.settrace``) não mudam;
+  e nada de que a conferência depende (os módulos de conferência, ``torch``,
+  ``torch.nn.functional``, ``torch.Tensor``) é trocado pela resposta: o retrato de
+  :mod:`tpt.exercises.integrity`, tirado no começo, é conferido cada vez que a resposta
+  devolve o controle (uma troca desfeita depois também é vista).
 """
 
 from __future__ import annotations
@@ -34,7 +38,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from tpt.exercises.core import (
+from tpt.exercises import integrity
+from tpt.exercises.messages import (
     ExerciseError,
     autograd_explanation,
     difference_text,
@@ -441,6 +446,8 @@ class _Sandbox:
         self.profiling = False  # o perfil da guarda está ligado (a resposta roda)
         # As respostas que a conferência deve chamar (as funções, embrulhadas pela guarda).
         self.answers: tuple[Any, ...] = ()
+        # O retrato do que a conferência usa, tirado no começo dela.
+        self.integrity: integrity.Snapshot | None = None
 
 
 _STATE = _Sandbox()
@@ -502,6 +509,37 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             f"sua resposta chamou {event}, que desligaria o perfil com que a conferência "
             "acompanha o que roda durante a chamada. Tire essa chamada da função."
         )
+
+
+_TAMPER_MESSAGE = (
+    "sua resposta trocou peças de que a conferência depende ({changes}). Uma conferência "
+    "com peças trocadas não confere nada, mesmo que a troca seja desfeita depois: escreva a "
+    "função sem mexer nos módulos da conferência, no torch, no torch.nn.functional nem nos "
+    "métodos dos tensores (se a troca ficou, reinicie o kernel)."
+)
+
+
+def _integrity_violation() -> str | None:
+    """A explicação, se algo do retrato da conferência em andamento foi trocado."""
+    snapshot = _STATE.integrity
+    if snapshot is None:
+        return None
+    changes = snapshot.changes()
+    if not changes:
+        return None
+    return _TAMPER_MESSAGE.format(changes=integrity.describe(changes, limit=3))
+
+
+def _note_integrity() -> None:
+    message = _integrity_violation()
+    if message is not None and _STATE.violation is None:
+        _STATE.violation = message
+
+
+def _verify_integrity() -> None:
+    message = _integrity_violation()
+    if message is not None:
+        _refuse(message)
 
 
 # Um contêiner (não um bool reatribuído com ``global``): os nomes do módulo apontam
@@ -655,6 +693,15 @@ def sandbox(answers: tuple[Any, ...] = ()) -> Iterator[_Sandbox]:
     _STATE.violation = None
     _STATE.thread = _thread.get_ident()
     _refuse_check_answers(answers)
+    grading = integrity.taken()  # o retrato da célula travada do nbgrader, se houver
+    if grading is not None and _STATE.violation is None:
+        changes = grading.changes()
+        if changes:
+            _STATE.violation = (
+                "conferência alterada: o notebook mexeu no que as conferências usam "
+                f"({integrity.describe(changes, limit=3)})."
+            )
+    _STATE.integrity = integrity.Snapshot()
     try:
         for owner, name, original, what in saved:
             setattr(owner, name, _blocking(original, what, f"{owner.__name__}.{name}"))
@@ -672,11 +719,13 @@ def sandbox(answers: tuple[Any, ...] = ()) -> Iterator[_Sandbox]:
             _STATE.depth = 0
             if whole:
                 _restore_profile(previous_profile)
+            _note_integrity()
     finally:
         for owner, name, original, _ in saved:
             setattr(owner, name, original)
         _STATE.thread = None
         _STATE.profiling = False
+        _STATE.integrity = None
 
 
 def _wrappable(answer: Any) -> bool:
@@ -698,6 +747,8 @@ def _guarded(answer: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             _STATE.profiling = False
             _restore_profile(previous)
+            # A resposta devolveu o controle: nada do que a conferência usa pode ter mudado.
+            _verify_integrity()
 
     return guarded
 
@@ -721,6 +772,15 @@ def _chained(previous: Callable[..., Any] | None) -> Callable[..., Any]:
     def guard(frame: types.FrameType, event: str, arg: Any) -> None:
         if event == "call" and code_kind(frame.f_code.co_filename) is CHECK:
             _check_caller(frame)
+        elif (
+            event == "return"
+            and not _STATE.profiling
+            and code_kind(frame.f_code.co_filename) is STUDENT
+            and not _student_running(frame.f_back)
+        ):
+            # Uma resposta que não é função (uma classe, um módulo) devolve o controle à
+            # conferência aqui: o retrato é conferido, como no embrulho das funções.
+            _note_integrity()
         if previous is not None:
             previous(frame, event, arg)
 

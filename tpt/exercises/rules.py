@@ -40,6 +40,8 @@ from torch import Tensor, nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from tpt.exercises.messages import ExerciseError
+
 __all__ = [
     "SOFTMAX_OPS",
     "ATTENTION_KERNEL_OPS",
@@ -204,8 +206,6 @@ def _warm_up_dispatch() -> None:
 def _expect_no_python_growth(
     sizes: tuple[int, int], lines: list[int], exported: list[dict[str, int]]
 ) -> None:
-    from tpt.exercises.core import ExerciseError
-
     small, large = (sum(e.values()) for e in exported)
     if large > small:
         names = ", ".join(sorted(set(exported[0]) | set(exported[1])))
@@ -447,13 +447,15 @@ def _codes(value: Any) -> Iterator[types.CodeType]:
 # De onde vem o código que roda: biblioteca, máquina das conferências, conferência, aluno
 # --------------------------------------------------------------------------------------
 LIBRARY = "biblioteca"  # Python, PyTorch, numpy, pacotes instalados e o tpt fora daqui
-MACHINERY = "máquina"  # core.py, rules.py, guards.py, __init__.py desta pasta
+MACHINERY = "máquina"  # messages, rules, integrity, guards, core e __init__ desta pasta
 CHECK = "conferência"  # os módulos de cada notebook (masks.py, attention.py...)
 STUDENT = "aluno"  # todo o resto: células do notebook, testes, código do aluno
 
 _HERE = Path(__file__).resolve().parent
-_MACHINERY_FILES = frozenset(_HERE / name for name in ("core.py", "rules.py", "guards.py"))
-_MACHINERY_FILES = _MACHINERY_FILES | {_HERE / "__init__.py"}
+_MACHINERY_FILES = frozenset(
+    _HERE / name
+    for name in ("messages.py", "rules.py", "integrity.py", "guards.py", "core.py", "__init__.py")
+)
 
 
 def _library_roots() -> tuple[str, ...]:

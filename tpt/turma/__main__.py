@@ -2,6 +2,7 @@
 
     python -m tpt.turma copias [DESTINO]                  # padrão: turma/
     python -m tpt.turma corrigir ENTREGAS [-o SAIDA] [-j N] [--tempo S] [--memoria 4G]
+                                  [--notebook 06_mascaras ...]
     python -m tpt.turma nbgrader [DESTINO]                # padrão: nbgrader/
 
 Veja a seção "Para instrutores: turma e correção" do README.
@@ -83,6 +84,13 @@ def parser() -> argparse.ArgumentParser:
         type=int,
         help=f"semente dos casos sorteados das conferências (padrão {DEFAULT_SEED})",
     )
+    grade.add_argument(
+        "--notebook",
+        action="append",
+        metavar="NOME",
+        help="corrige só este notebook (repetível; o nome como em notas.csv, ex.: "
+        "06_mascaras). Padrão: os notebooks que aparecem nas entregas",
+    )
     grade.add_argument("--sem-barra", action="store_true", help="sem barra de progresso")
     export = sub.add_parser("nbgrader", help="árvore source/ do nbgrader com as soluções marcadas")
     export.add_argument("destino", nargs="?", default="nbgrader", type=Path)
@@ -111,7 +119,7 @@ def cmd_nbgrader(args) -> int:
 
 def cmd_grade(args) -> int:
     from tpt.turma.course import load_course
-    from tpt.turma.grading import grade_class
+    from tpt.turma.grading import grade_class, graded_notebooks
     from tpt.turma.report import write_all
     from tpt.turma.sandbox import Limits
     from tpt.turma.submissions import collect
@@ -128,13 +136,44 @@ def cmd_grade(args) -> int:
         print(f"erro: --semente {args.semente} é negativa; use um inteiro >= 0.", file=sys.stderr)
         return 2
     course = load_course()
+    unknown = [name for name in args.notebook or [] if name not in course]
+    if unknown:
+        print(
+            f"erro: --notebook {unknown[0]!r} não é um notebook do curso; os nomes são: "
+            f"{', '.join(course)}.",
+            file=sys.stderr,
+        )
+        return 2
     students = collect(entregas, course)
     if not students:
         print(f"erro: nenhuma subpasta de aluno em {args.entregas}.", file=sys.stderr)
         return 2
+    if args.notebook:
+        notebooks = [stem for stem in course if stem in args.notebook]
+    else:
+        notebooks = graded_notebooks(students, course)
+        if not notebooks:
+            print(
+                f"erro: nenhum notebook do curso nas entregas de {args.entregas} "
+                '(diga qual com --notebook para dar "não entregue" a todos).',
+                file=sys.stderr,
+            )
+            return 2
+    for student in students:
+        skipped = [stem for stem in student.submissions if stem not in notebooks]
+        for stem in skipped:
+            student.notes.append(f"{stem}: entregue, mas fora desta correção (--notebook)")
+            del student.submissions[stem]
     limits = Limits(seconds=args.tempo, memory=args.memoria, seed=args.semente)
     start = time.monotonic()
-    rows = grade_class(students, course, limits, workers=args.jobs, progress=not args.sem_barra)
+    rows = grade_class(
+        students,
+        course,
+        limits,
+        workers=args.jobs,
+        progress=not args.sem_barra,
+        notebooks=notebooks,
+    )
     seconds = time.monotonic() - start
     meta = {
         "semente": args.semente,
@@ -142,6 +181,7 @@ def cmd_grade(args) -> int:
         "memoria_por_notebook_bytes": args.memoria,
         "processos": args.jobs,
         "alunos": len(students),
+        "notebooks": notebooks,
         "notebooks_corrigidos": sum(len(s.submissions) for s in students),
         "duracao_s": round(seconds, 1),
         "data": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -150,9 +190,10 @@ def cmd_grade(args) -> int:
 
     meta["tpt"] = tpt.__version__
     notes = {s.name: s.notes for s in students}
-    write_all(saida, rows, list(course), notes, meta)
+    write_all(saida, rows, notebooks, notes, meta)
     print(
-        f"{fmt(len(students))} alunos, {fmt(meta['notebooks_corrigidos'])} notebooks em "
+        f"{fmt(len(students))} alunos, {fmt(meta['notebooks_corrigidos'])} notebooks entregues "
+        f"de {', '.join(notebooks)} em "
         f"{fmt(seconds, 1)} s (semente {args.semente}, {fmt(args.tempo, 0)} s e "
         f"{fmt_bytes(args.memoria)} por notebook); resultados em {args.saida}/"
     )

@@ -205,21 +205,33 @@ def missing_rows(student: str, course: CourseNotebook, notes: list[str]) -> list
     ]
 
 
+def graded_notebooks(students: list[Student], course: dict[str, CourseNotebook]) -> list[str]:
+    """Os notebooks que algum aluno entregou, na ordem do curso (a tarefa desta correção)."""
+    handed = {stem for s in students for stem in s.submissions}
+    return [stem for stem in course if stem in handed]
+
+
 def grade_class(
     students: list[Student],
     course: dict[str, CourseNotebook],
     limits: Limits,
     workers: int = 1,
     progress: bool = True,
+    notebooks: list[str] | None = None,
 ) -> list[Row]:
-    """Corrige todos os alunos; as linhas saem em ordem de aluno, notebook e exercício."""
+    """Corrige os alunos nos ``notebooks`` dados (padrão: :func:`graded_notebooks`).
+
+    As linhas saem em ordem de aluno, notebook (a do curso) e exercício; "não entregue"
+    só aparece para os notebooks corrigidos.
+    """
     from tqdm import tqdm
 
+    selected = graded_notebooks(students, course) if notebooks is None else list(notebooks)
     tasks = [
         (s, course[stem], s.submissions[stem])
         for s in students
         for stem in course
-        if stem in s.submissions
+        if stem in selected and stem in s.submissions
     ]
     results: dict[tuple[str, str], list[Row]] = {}
     bar = tqdm(total=len(tasks), desc="corrigindo", unit="notebook", disable=not progress)
@@ -235,6 +247,8 @@ def grade_class(
     rows: list[Row] = []
     for student in students:
         for stem, notebook in course.items():
+            if stem not in selected:
+                continue
             if (student.name, stem) in results:
                 rows.extend(results[(student.name, stem)])
             else:

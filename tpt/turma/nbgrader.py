@@ -6,11 +6,16 @@ Cada notebook vira uma tarefa com o nome do arquivo (``06_mascaras``). Em cada e
   solução de referência entre ``### BEGIN SOLUTION`` e ``### END SOLUTION`` (a assinatura
   da função fica de fora: a cópia do aluno a mantém e troca só o corpo pelo stub);
 - a célula de conferência vira célula de nota travada (``grade: true``, ``locked``,
-  ``points``) que chama o verificador e falha com ``assert`` quando ele não aprova;
+  ``points``). Ela não confia no namespace do aluno: busca o verificador no módulo dele
+  (``from tpt.exercises.masks import check_... as _conferencia``, não ``ex.check_...``),
+  confere antes o retrato de :mod:`tpt.exercises.integrity` (o mesmo da correção de uma
+  turma), que a célula travada de importação tirou antes de qualquer célula do aluno, e
+  falha com ``assert`` quando o verificador não aprova;
 - a célula ``<details>`` com a solução sai.
 
-A célula de instalação, a de importação (que cria ``ex``) e a de parâmetros ficam
-travadas (``locked``): o ``nbgrader autograde`` as restaura antes de rodar. O
+A célula de instalação, a de importação (que cria ``ex`` e tira o retrato) e a de
+parâmetros ficam travadas (``locked``): o ``nbgrader autograde`` as restaura antes de
+rodar. O
 ``nbgrader_config.py`` gravado em ``DESTINO`` põe o stub do curso no lugar da solução e
 dá tempo às células de treino.
 """
@@ -78,9 +83,28 @@ def solution_cell_source(solution: str, function_name: str) -> str:
     return "\n".join(["### BEGIN SOLUTION", *lines, "### END SOLUTION"])
 
 
-def grade_cell_source(check_source: str, number: int) -> str:
+SNAPSHOT_LINES = (
+    "\n# Retrato das conferências antes de qualquer célula do aluno (o nbgrader restaura esta\n"
+    "# célula travada); as células de nota o conferem.\n"
+    "import tpt.exercises.integrity as _integridade\n\n"
+    "_integridade.take(ex)"
+)
+
+
+def imports_cell_source(source: str) -> str:
+    """A célula de importação do curso, mais o retrato das conferências."""
+    return source.rstrip() + "\n" + SNAPSHOT_LINES
+
+
+def grade_cell_source(module: str, check_name: str, function_name: str, number: int) -> str:
+    """A célula de nota: retrato conferido, verificador tirado do módulo, ``assert``."""
     return (
-        f"{check_source.rstrip()}\n"
+        "# Célula de nota (travada): o verificador vem do módulo dele, não do `ex` do notebook,\n"
+        "# e nada do que ele usa pode ter sido trocado desde a célula de importação.\n"
+        "import tpt.exercises.integrity as _integridade\n"
+        f"from tpt.exercises.{module} import {check_name} as _conferencia\n\n"
+        "_integridade.verify(globals())\n"
+        f"solved_{number} = _conferencia({function_name})\n"
         f"assert solved_{number} is True, "
         f'"a conferência do exercício {number} não aprovou a resposta"'
     )
@@ -96,10 +120,12 @@ def nbgrader_notebook(course: CourseNotebook):
         answer.outputs, answer.execution_count = [], None
         answer.metadata["nbgrader"] = _meta("solution", f"resposta_{e.number}")
         check = nb.cells[e.check_index]
-        check.source = grade_cell_source(e.check_source, e.number)
+        check.source = grade_cell_source(course.module, e.check_name, e.function_name, e.number)
         check.outputs, check.execution_count = [], None
         check.metadata["nbgrader"] = _meta("grade", f"conferencia_{e.number}", POINTS)
         drop.add(e.solution_index)
+    imports = nb.cells[course.imports_index]
+    imports.source = imports_cell_source(imports.source)
     for i, cell in enumerate(nb.cells[: course.section_index]):
         trusted = (
             i == course.imports_index

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import html
 import json
+import re
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
@@ -17,16 +18,11 @@ from tpt.numfmt import fmt
 from tpt.turma.grading import Row
 
 COLUMNS = ("aluno", "notebook", "exercicio", "pontos", "maximo", "situacao", "mensagem")
-ICONS = {
-    "certo": "✅",
-    "errado": "❌",
-    "pendente": "⏳",
-    "erro": "💥",
-    "tempo esgotado": "⌛",
-    "memória esgotada": "🧱",
-    "conferência alterada": "🚫",
-    "não entregue": "📭",
-}
+# A marca de cada situação na página: texto em negrito numa faixa colorida (classe CSS),
+# sem emoji: um Chromium sem fonte de emoji mostraria caixas vazias no lugar.
+BAD = ("errado", "erro", "tempo esgotado", "memória esgotada", "conferência alterada")
+# As marcas que as conferências imprimem no começo da linha (a situação já diz o mesmo).
+_CHECK_MARK = re.compile(r"^[✅❌⏳]\s*")
 
 
 def write_grades(rows: list[Row], path: Path) -> None:
@@ -69,13 +65,14 @@ body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
 table {{ border-collapse: collapse; width: 100%; margin-bottom: 1.5rem; }}
 th, td {{ border: 1px solid #ccc; padding: .4rem .6rem; text-align: left; vertical-align: top; }}
 td.msg {{ font-family: ui-monospace, monospace; font-size: .9em; white-space: pre-wrap; }}
-.certo {{ background: #e8f5e9; }} .errado, .erro, .conferência.alterada {{ background: #ffebee; }}
-.pendente, .não.entregue {{ background: #fff8e1; }}
+tr.certo {{ background: #e8f5e9; }} tr.ruim {{ background: #ffebee; }}
+tr.pendente {{ background: #fff8e1; }}
+td.marca {{ font-weight: bold; white-space: nowrap; }}
 </style>
 </head>
 <body>
 <h1>Correção: {student}</h1>
-<p><strong>{points}</strong> de {maximum} exercícios certos ({percent}).</p>
+<p><strong>{points}</strong> de {maximum} exercícios certos ({percent}) em {graded}.</p>
 <p>Semente dos casos sorteados: {seed}. Cada notebook foi executado de novo, num processo
 próprio, e conferido pelas conferências do curso; as saídas guardadas no arquivo entregue
 não contam.</p>
@@ -101,11 +98,12 @@ def student_page(student: str, rows: list[Row], notes: list[str], seed: int) -> 
             "<table><tr><th>Exercício</th><th>Situação</th><th>Pontos</th><th>Mensagem</th></tr>",
         ]
         for r in items:
+            kind = "certo" if r.situacao == "certo" else "ruim" if r.situacao in BAD else "pendente"
             lines.append(
-                f'<tr class="{esc(r.situacao)}"><td>{fmt(r.exercicio)}</td>'
-                f"<td>{ICONS.get(r.situacao, '')} {esc(r.situacao)}</td>"
+                f'<tr class="{kind}"><td>{fmt(r.exercicio)}</td>'
+                f'<td class="marca">{esc(r.situacao)}</td>'
                 f"<td>{fmt(r.pontos)} de {fmt(r.maximo)}</td>"
-                f'<td class="msg">{esc(r.mensagem)}</td></tr>'
+                f'<td class="msg">{esc(_CHECK_MARK.sub("", r.mensagem))}</td></tr>'
             )
         lines.append("</table>")
         sections.append("\n".join(lines))
@@ -119,7 +117,9 @@ def student_page(student: str, rows: list[Row], notes: list[str], seed: int) -> 
         points=fmt(points),
         maximum=fmt(maximum),
         percent=fmt(points / maximum if maximum else 0.0, percent=True),
-        seed=fmt(seed),
+        graded=esc(", ".join(by_notebook)),
+        # A semente é um identificador, não uma quantidade: sai como foi escrita (2026).
+        seed=str(seed),
         notes=note_html,
         sections="\n".join(sections),
     )
