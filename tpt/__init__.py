@@ -23,7 +23,10 @@ módulo                   notebook
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
 ``tpt.hf``               11_do_tpt_ao_hugging_face (``to_hf``, ``from_hf``; só ele
-                         importa o ``transformers``, e só quando chamado)
+                         importa o ``transformers`` e o ``peft``, e só quando chamado),
+                         12_ajuste_fino (``to_peft``, ``from_peft``, o classificador)
+``tpt.classifier``       12_ajuste_fino (``GPTClassifier``, ``last_token_index``)
+``tpt.lora``             12_ajuste_fino (``LoRALinear``, ``add_lora``, ``merge_lora``)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 from tpt import hf, plot, version
 from tpt.attention import MultiHeadAttention, scaled_dot_product_attention
+from tpt.classifier import GPTClassifier, last_token_index, pool_last_token
 from tpt.data import (
     NumbersDataset,
     NumberVocab,
@@ -52,6 +56,7 @@ from tpt.feedforward import FeedForward
 from tpt.generation import beam_search, generate, generate_text, greedy_decode
 from tpt.kv_cache import KVCache, kv_cache_bytes
 from tpt.layers import DecoderLayer, EncoderLayer
+from tpt.lora import LoRALinear, add_lora, lora_parameters, merge_lora, unmerge_lora
 from tpt.masks import causal_mask, merge_masks, padding_mask, sliding_window_mask
 from tpt.model import GPT, Decoder, Encoder, GPTConfig, Transformer, TransformerConfig
 from tpt.moe import MoEFeedForward, load_balancing_loss
@@ -145,6 +150,15 @@ __all__ = [
     "Transformer",
     "GPTConfig",
     "GPT",
+    # ajuste fino: classificação e LoRA
+    "GPTClassifier",
+    "last_token_index",
+    "pool_last_token",
+    "LoRALinear",
+    "add_lora",
+    "merge_lora",
+    "unmerge_lora",
+    "lora_parameters",
     # dados, treino e geração
     "number_to_words",
     "NumberVocab",

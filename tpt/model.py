@@ -736,6 +736,33 @@ class GPT(_ModelMixin, nn.Module):
         a CPU esperar por ela), a do cache e as de formas em cada camada. ``tpt.generate``
         confere o prompt uma vez e depois só passa tokens que o próprio modelo escolheu.
         """
+        x = self.hidden_states(
+            idx,
+            key_padding_mask=key_padding_mask,
+            cache=cache,
+            need_weights=need_weights,
+            validate=validate,
+        )  # (b, t, d)
+        if self.config.head_scale:
+            x = x * self.config.embed_dim**-0.5  # (b, t, d): logits de ordem 1 no início
+        return self.lm_head(x)  # (b, t, V)
+
+    def hidden_states(
+        self,
+        idx: Tensor,
+        *,
+        key_padding_mask: Tensor | None = None,
+        cache: list[KVCache] | None = None,
+        need_weights: bool = False,
+        validate: bool = True,
+    ) -> Tensor:
+        """ids ``(b, t)`` -> estados ocultos finais ``(b, t, d)``, antes da ``lm_head``.
+
+        O vetor de cada posição depois da pilha e da norma final (sem o ``d^-1/2`` do
+        ``head_scale``, que pertence à ``lm_head``). É o que ``forward`` projeta no
+        vocabulário e o que ``tpt.GPTClassifier`` lê no último token. Argumentos como em
+        ``forward``.
+        """
         c = self.config
         offset = 0
         if cache is not None:
@@ -763,9 +790,7 @@ class GPT(_ModelMixin, nn.Module):
             self.aux_loss = sum(layer.ffn.aux_loss for layer in self.layers)
         if self.norm is not None:
             x = self.norm(x)
-        if c.head_scale:
-            x = x * c.embed_dim**-0.5  # (b, t, d): logits de ordem 1 no início do treino
-        return self.lm_head(x)  # (b, t, V)
+        return x  # (b, t, d)
 
     def new_cache(self) -> list[KVCache]:
         """Um ``KVCache`` por camada."""
