@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from exercise_answers import accepted, rejected, stub
 
+import tpt
 from tpt.exercises import checks
 
 ex = checks("finetuning")
@@ -211,8 +212,6 @@ def test_lora_wrong_answers(capsys):
 
 
 def test_lora_refuses_the_library(capsys):
-    lora = pytest.importorskip("tpt.lora")
-
     def library(x, weight, bias, A, B, alpha):
         layer = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=bias is not None)
         layer = layer.to(x.dtype)
@@ -220,10 +219,19 @@ def test_lora_refuses_the_library(capsys):
             layer.weight.copy_(weight)
             if bias is not None:
                 layer.bias.copy_(bias)
-        wrapped = lora.LoRALinear(layer, rank=A.shape[0], alpha=alpha)
-        with torch.no_grad():
-            wrapped.lora_A.copy_(A)
-            wrapped.lora_B.copy_(B)
+            wrapped = tpt.LoRALinear.from_linear(layer, rank=A.shape[0], alpha=alpha)
+            wrapped.lora_A["all"].copy_(A)
+            wrapped.lora_B["all"].copy_(B)
         return wrapped(x)
 
-    rejected(ex.check_lora_forward, library, capsys, "código pronto do tpt")
+    rejected(ex.check_lora_forward, library, capsys, "código pronto do tpt", "LoRALinear")
+
+
+def test_pool_refuses_the_library(capsys):
+    rejected(
+        ex.check_last_token_pool,
+        lambda h, i, p: tpt.pool_last_token(h, i, p),
+        capsys,
+        "código pronto do tpt",
+        "pool_last_token",
+    )
