@@ -70,8 +70,8 @@ def lean_step_supported(model: nn.Module, cache: object) -> bool:
 
     Exige um ``GPT`` em avaliação, sem mistura de especialistas, com a atenção pelo
     caminho rápido (``fused=True``), um ``KVCache`` dinâmico por camada, nenhuma peça
-    trocada por outra classe, nenhum método trocado e nenhum gancho registrado (quem
-    registra um gancho quer ver cada chamada de módulo).
+    trocada por outra classe (nem as lineares), nenhum método trocado e nenhum gancho
+    registrado (quem registra um gancho quer ver cada chamada de módulo).
     """
     if type(model) is not GPT or "forward" in vars(model) or model.training:
         return False
@@ -105,6 +105,13 @@ def lean_step_supported(model: nn.Module, cache: object) -> bool:
             (layer.norm2, _NORMS),
         )
         if not all(_untouched(m, kinds) for m, kinds in parts) or not layer.self_attn.fused:
+            return False
+        # Lineares trocadas (por exemplo pela LoRALinear de tpt.lora, que soma B·A no
+        # forward) fazem contas que o passo enxuto, que lê só o .weight, não faria.
+        linears = [layer.self_attn.qkv_proj, layer.self_attn.out_proj]
+        linears += [getattr(layer.ffn, n) for n in ("linear1", "linear2", "linear3")
+                    if hasattr(layer.ffn, n)]
+        if any(type(m) is not nn.Linear for m in linears):
             return False
     return True
 

@@ -42,6 +42,7 @@ primeira chamada: ``import tpt`` não fica mais pesado.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 import warnings
@@ -53,17 +54,23 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from tpt.classifier import GPTClassifier
+from tpt.lora import LoRALinear, _freeze
 from tpt.model import GPT, GPTConfig
 from tpt.tokenizer import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID, BaseTokenizer
 
-if TYPE_CHECKING:  # só para as anotações: o transformers não é importado aqui
+if TYPE_CHECKING:  # só para as anotações: o transformers e o peft não são importados aqui
+    from peft import PeftModel
     from transformers import PreTrainedConfig, PreTrainedModel, PreTrainedTokenizerFast
 
 __all__ = [
     "FAMILIES",
+    "CLASSIFIER_FAMILIES",
     "hf_family",
     "to_hf",
     "from_hf",
+    "to_peft",
+    "from_peft",
     "parameter_map",
     "rope_permutation",
     "get_qkv",
@@ -73,6 +80,11 @@ __all__ = [
 
 #: Famílias com equivalente exato no ``transformers``: nome no tpt -> classe do HF.
 FAMILIES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+#: O mesmo para o ``tpt.GPTClassifier``: a cabeça ``score`` no último token real.
+CLASSIFIER_FAMILIES = {
+    "gpt2": "GPT2ForSequenceClassification",
+    "llama": "LlamaForSequenceClassification",
+}
 
 # activation do tpt -> activation_function do GPT-2 (e a volta, com os sinônimos do HF).
 _GPT2_ACT_TO_HF = {"gelu": "gelu", "gelu_tanh": "gelu_pytorch_tanh", "relu": "relu"}
@@ -100,6 +112,17 @@ def _transformers():
             f"{transformers.__version__}: pip install -U 'transformers>=5.0'"
         )
     return transformers
+
+
+def _peft():
+    """Importa o ``peft`` (só aqui), com uma mensagem clara se faltar."""
+    _transformers()
+    try:
+        import peft
+    except ImportError as error:  # pragma: no cover - depende do ambiente
+        message = "to_peft e from_peft precisam do pacote peft: pip install peft"
+        raise ImportError(message) from error
+    return peft
 
 
 # --------------------------------------------------------------------------------------
@@ -313,7 +336,10 @@ def _final_scale(c: GPTConfig) -> float:
     return scale * (c.embed_dim**-0.5 if c.head_scale else 1.0)
 
 
-def _hf_config(model: GPT, family: str) -> PreTrainedConfig:
+def _hf_config(
+    model: GPT, family: str, num_labels: int | None = None, pad_id: int = PAD_ID
+) -> PreTrainedConfig:
+    """A configuração do HF; com ``num_labels``, a de um classificador (``pad_token_id``)."""
     c = model.config
     transformers = _transformers()
     common = dict(
@@ -321,8 +347,10 @@ def _hf_config(model: GPT, family: str) -> PreTrainedConfig:
         tie_word_embeddings=c.tie_weights,
         bos_token_id=BOS_ID,
         eos_token_id=EOS_ID,
-        pad_token_id=PAD_ID,
+        pad_token_id=pad_id,
     )
+    if num_labels is not None:
+        common["num_labels"] = num_labels
     if family == "gpt2":
         return transformers.GPT2Config(
             n_positions=c.max_len,
@@ -361,8 +389,12 @@ def _hf_config(model: GPT, family: str) -> PreTrainedConfig:
     )
 
 
-def _gpt2_state(model: GPT) -> dict[str, Tensor]:
-    """Pesos do tpt com os nomes e a arrumação do ``GPT2LMHeadModel``."""
+def _gpt2_state(model: GPT, head: bool = True) -> dict[str, Tensor]:
+    """Pesos do tpt com os nomes e a arrumação do ``GPT2LMHeadModel``.
+
+    ``head=False``: o corpo de um classificador, sem ``lm_head`` e com a norma final
+    como no tpt (a cabeça ``score`` lê o estado oculto sem o ajuste da ``lm_head``).
+    """
     c = model.config
     sd: dict[str, Tensor] = {}
 
@@ -385,13 +417,14 @@ def _gpt2_state(model: GPT) -> dict[str, Tensor]:
         norm(h + "ln_2", layer.norm2)
         linear(h + "mlp.c_fc", layer.ffn.linear1)
         linear(h + "mlp.c_proj", layer.ffn.linear2)
-    norm("transformer.ln_f", model.norm, _final_scale(c))
-    sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
+    norm("transformer.ln_f", model.norm, _final_scale(c) if head else 1.0)
+    if head:
+        sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
     return sd
 
 
-def _llama_state(model: GPT) -> dict[str, Tensor]:
-    """Pesos do tpt com os nomes e a arrumação do ``LlamaForCausalLM``."""
+def _llama_state(model: GPT, head: bool = True) -> dict[str, Tensor]:
+    """Pesos do tpt com os nomes e a arrumação do ``LlamaForCausalLM`` (``head`` como no GPT-2)."""
     c = model.config
     sd: dict[str, Tensor] = {}
     kv_heads = c.num_kv_heads or c.num_heads
@@ -425,8 +458,9 @@ def _llama_state(model: GPT) -> dict[str, Tensor]:
         linear(h + "mlp.gate_proj", layer.ffn.linear1)
         linear(h + "mlp.up_proj", layer.ffn.linear3)
         linear(h + "mlp.down_proj", layer.ffn.linear2)
-    sd["model.norm.weight"] = model.norm.weight * _final_scale(c)
-    sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
+    sd["model.norm.weight"] = model.norm.weight * (_final_scale(c) if head else 1.0)
+    if head:
+        sd["lm_head.weight"] = table if c.tie_weights else model.lm_head.weight
     return sd
 
 
@@ -435,27 +469,62 @@ def _bias(bias: Tensor | None, size: int, like: Tensor) -> Tensor:
     return torch.zeros(size, dtype=like.dtype, device=like.device) if bias is None else bias
 
 
-@torch.no_grad()
-def to_hf(model: GPT) -> PreTrainedModel:
-    """Converte um ``tpt.GPT`` num modelo do ``transformers`` com as mesmas saídas.
+def _unmerged_lora(model: nn.Module) -> list[LoRALinear]:
+    return [m for m in model.modules() if isinstance(m, LoRALinear) and not m.merged]
 
-    Devolve um ``GPT2LMHeadModel`` (posições aprendidas, LayerNorm, GELU/ReLU) ou um
-    ``LlamaForCausalLM`` (RoPE, RMSNorm, SwiGLU), no mesmo dtype, device e modo
-    (treino/avaliação) de ``model``: ``to_hf(model)(ids).logits`` ``(b, t, V)`` é igual
-    a ``model(ids)``. O modelo novo pode ser salvo com ``save_pretrained``. Levanta
-    ``ValueError`` nomeando o campo quando não há equivalente (ver ``hf_family``).
+
+@torch.no_grad()
+def to_hf(model: GPT | GPTClassifier) -> PreTrainedModel:
+    """Converte um ``tpt.GPT`` ou ``tpt.GPTClassifier`` num modelo do ``transformers``.
+
+    Um ``GPT`` vira um ``GPT2LMHeadModel`` (posições aprendidas, LayerNorm, GELU/ReLU) ou
+    um ``LlamaForCausalLM`` (RoPE, RMSNorm, SwiGLU): ``to_hf(model)(ids).logits``
+    ``(b, t, V)`` é igual a ``model(ids)``. Um ``GPTClassifier`` vira um
+    ``GPT2ForSequenceClassification`` ou ``LlamaForSequenceClassification`` com
+    ``num_labels = num_classes`` e ``pad_token_id = pad_id`` (a mesma regra do último
+    token real): ``.logits`` ``(b, C)`` igual a ``clf(ids)``; com preenchimento,
+    ``attention_mask=(ids != pad_id)`` equivale a ``key_padding_mask=(ids == pad_id)``.
+
+    O modelo novo fica no mesmo dtype, device e modo (treino/avaliação) e pode ser salvo
+    com ``save_pretrained``. Levanta ``ValueError`` nomeando o campo quando não há
+    equivalente (ver ``hf_family``). Com LoRA, só depois de ``merge_lora`` (exporta os
+    pesos fundidos); para manter os adaptadores separados, use ``to_peft``.
     """
-    if not isinstance(model, GPT):
-        raise TypeError(f"to_hf espera um tpt.GPT; recebi {type(model).__name__}")
+    if not isinstance(model, (GPT, GPTClassifier)):
+        raise TypeError(
+            f"to_hf espera um tpt.GPT ou tpt.GPTClassifier; recebi {type(model).__name__}"
+        )
+    if _unmerged_lora(model):
+        raise ValueError(
+            "o modelo tem LoRA não fundida: to_hf exportaria só os pesos congelados. Use "
+            "tpt.merge_lora(model) antes (um modelo comum) ou tpt.hf.to_peft(model) (os "
+            "adaptadores no peft)"
+        )
+    return _to_hf(model)
+
+
+@torch.no_grad()
+def _to_hf(model: GPT | GPTClassifier) -> PreTrainedModel:
+    """``to_hf`` sem a conferência da LoRA: exporta o ``weight`` de cada linear (a base)."""
     transformers = _transformers()
-    family = hf_family(model.config)
-    config = _hf_config(model, family)
-    ref = model.embedding.weight
-    cls = getattr(transformers, FAMILIES[family])
+    classifier = isinstance(model, GPTClassifier)
+    body = model.gpt if classifier else model
+    family = hf_family(body.config)
+    if classifier:
+        config = _hf_config(body, family, num_labels=model.num_classes, pad_id=model.pad_id)
+        cls = getattr(transformers, CLASSIFIER_FAMILIES[family])
+    else:
+        config = _hf_config(body, family)
+        cls = getattr(transformers, FAMILIES[family])
+    ref = body.embedding.weight
     hf_model = cls(config).to(device=ref.device, dtype=ref.dtype)
-    state = _gpt2_state(model) if family == "gpt2" else _llama_state(model)
+    head = not classifier
+    state = _gpt2_state(body, head) if family == "gpt2" else _llama_state(body, head)
+    if classifier:
+        state["score.weight"] = model.score.weight
     hf_model.load_state_dict({k: v.detach().clone() for k, v in state.items()}, strict=True)
-    hf_model.tie_weights()
+    if not classifier:
+        hf_model.tie_weights()
     hf_model.train(model.training)
     return hf_model
 
@@ -469,7 +538,13 @@ def _load(source: PreTrainedModel | str | PathLike, **kwargs) -> PreTrainedModel
         transformers = _transformers()
         if isinstance(source, PathLike) and not Path(source).exists():
             raise FileNotFoundError(f"a pasta {str(source)!r} não existe")
-        return transformers.AutoModelForCausalLM.from_pretrained(str(source), **kwargs)
+        config = transformers.AutoConfig.from_pretrained(str(source))
+        architectures = getattr(config, "architectures", None) or []
+        if any(name.endswith("ForSequenceClassification") for name in architectures):
+            auto = transformers.AutoModelForSequenceClassification
+        else:
+            auto = transformers.AutoModelForCausalLM
+        return auto.from_pretrained(str(source), **kwargs)
     if not isinstance(source, nn.Module) or not hasattr(source, "config"):
         raise TypeError(
             "from_hf espera um modelo do transformers, uma pasta de save_pretrained ou o "
@@ -564,7 +639,7 @@ def _tpt_config(hf_config: PreTrainedConfig, max_len: int | None) -> GPTConfig:
 
 
 @torch.no_grad()
-def _load_gpt2(model: GPT, hf_model: PreTrainedModel) -> None:
+def _load_gpt2(model: GPT, hf_model: PreTrainedModel, head: bool = True) -> None:
     c = model.config
     sd = hf_model.state_dict()
 
@@ -587,15 +662,15 @@ def _load_gpt2(model: GPT, hf_model: PreTrainedModel) -> None:
         ):
             ours.weight.copy_(take(h + theirs + ".weight").t())
             ours.bias.copy_(take(h + theirs + ".bias"))
-    scale = _final_scale(c)
+    scale = _final_scale(c) if head else 1.0
     model.norm.weight.copy_(take("transformer.ln_f.weight") / scale)
     model.norm.bias.copy_(take("transformer.ln_f.bias") / scale)
-    if not c.tie_weights:
+    if head and not c.tie_weights:
         model.lm_head.weight.copy_(take("lm_head.weight"))
 
 
 @torch.no_grad()
-def _load_llama(model: GPT, hf_model: PreTrainedModel) -> None:
+def _load_llama(model: GPT, hf_model: PreTrainedModel, head: bool = True) -> None:
     c = model.config
     sd = hf_model.state_dict()
     kv_heads = c.num_kv_heads or c.num_heads
@@ -627,8 +702,8 @@ def _load_llama(model: GPT, hf_model: PreTrainedModel) -> None:
         linear(layer.ffn.linear1, mlp + "gate_proj")
         linear(layer.ffn.linear3, mlp + "up_proj")
         linear(layer.ffn.linear2, mlp + "down_proj")
-    model.norm.weight.copy_(sd["model.norm.weight"] / _final_scale(c))
-    if not c.tie_weights:
+    model.norm.weight.copy_(sd["model.norm.weight"] / (_final_scale(c) if head else 1.0))
+    if head and not c.tie_weights:
         model.lm_head.weight.copy_(sd["lm_head.weight"])
 
 
@@ -637,12 +712,19 @@ def from_hf(
     *,
     max_len: int | None = None,
     **from_pretrained_kwargs,
-) -> GPT:
-    """Converte um ``GPT2LMHeadModel`` ou ``LlamaForCausalLM`` num ``tpt.GPT`` igual.
+) -> GPT | GPTClassifier:
+    """Converte um modelo GPT-2 ou Llama do ``transformers`` num modelo do tpt igual.
+
+    ``GPT2LMHeadModel``/``LlamaForCausalLM`` viram um ``tpt.GPT``;
+    ``GPT2ForSequenceClassification``/``LlamaForSequenceClassification`` viram um
+    ``tpt.GPTClassifier`` (``num_classes = num_labels``, ``pad_id = pad_token_id``; a
+    ``lm_head`` do corpo fica sem uso, amarrada ou sorteada conforme
+    ``tie_word_embeddings``).
 
     ``source``: o modelo já carregado, a pasta de um ``save_pretrained`` ou o nome de um
     modelo no Hub (os dois últimos passam por ``AutoModelForCausalLM.from_pretrained``,
-    que recebe ``from_pretrained_kwargs``, por exemplo ``dtype=torch.float64``).
+    ou ``AutoModelForSequenceClassification`` se a pasta guarda um classificador, que
+    recebe ``from_pretrained_kwargs``, por exemplo ``dtype=torch.float64``).
     ``max_len`` limita o contexto do tpt (padrão: o do modelo; o RoPE do tpt guarda
     tabelas de ``max_len`` posições em cada camada, então um Llama com 131.072
     posições pede um ``max_len`` menor). O modelo devolvido fica no mesmo dtype, device
@@ -650,14 +732,321 @@ def from_hf(
     """
     hf_model = _load(source, **from_pretrained_kwargs)
     config = _tpt_config(hf_model.config, max_len)
+    classifier = type(hf_model).__name__ in CLASSIFIER_FAMILIES.values()
+    if not classifier and type(hf_model).__name__.endswith("ForSequenceClassification"):
+        raise ValueError(
+            f"{type(hf_model).__name__}: from_hf converte só os classificadores "
+            f"{' e '.join(CLASSIFIER_FAMILIES.values())}"
+        )
     ref = hf_model.get_input_embeddings().weight
     model = GPT(config).to(device=ref.device, dtype=ref.dtype)
     if config.positional == "learned":
-        _load_gpt2(model, hf_model)
+        _load_gpt2(model, hf_model, head=not classifier)
     else:
-        _load_llama(model, hf_model)
+        _load_llama(model, hf_model, head=not classifier)
     model.train(hf_model.training)
+    if not classifier:
+        return model
+    pad_id = hf_model.config.pad_token_id
+    if pad_id is None:
+        raise ValueError(
+            "pad_token_id=None: o classificador precisa do id de <pad> para achar o último "
+            "token real de cada linha"
+        )
+    clf = GPTClassifier(model, hf_model.config.num_labels, pad_id=int(pad_id))
+    score = hf_model.score
+    if getattr(score, "bias", None) is not None:
+        raise ValueError("a cabeça score tem viés: o GPTClassifier usa score sem viés")
+    with torch.no_grad():
+        clf.score.weight.copy_(score.weight)
+    clf.train(hf_model.training)
+    return clf
+
+
+# --------------------------------------------------------------------------------------
+# LoRA: tpt <-> peft
+# --------------------------------------------------------------------------------------
+# Alvo do tpt (fora do qkv_proj) -> módulo do HF em cada camada, por família.
+_PEFT_NAMES = {
+    "llama": {
+        "out_proj": "self_attn.o_proj",
+        "linear1": "mlp.gate_proj",
+        "linear3": "mlp.up_proj",
+        "linear2": "mlp.down_proj",
+    },
+    "gpt2": {"out_proj": "attn.c_proj", "linear1": "mlp.c_fc", "linear2": "mlp.c_proj"},
+}
+_LAYER_PREFIX = {"llama": "model.layers.{i}.", "gpt2": "transformer.h.{i}."}
+_LLAMA_QKV = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj")
+
+
+@dataclass
+class _Adapter:
+    a: Tensor  # (r, d_in)
+    b: Tensor  # (d_out, r)
+    scaling: float
+    dropout: float
+
+
+def _peft_adapters(body: GPT, family: str) -> dict[str, _Adapter]:
+    """``{nome do módulo no HF: adaptador}`` com os A e B já na arrumação do HF."""
+    c = body.config
+    kv_heads = c.num_kv_heads or c.num_heads
+    adapters: dict[str, _Adapter] = {}
+    for i, layer in enumerate(body.layers):
+        prefix = _LAYER_PREFIX[family].format(i=i)
+        attn = layer.self_attn
+        qkv = attn.qkv_proj
+        if isinstance(qkv, LoRALinear):
+            p = qkv.lora_dropout.p
+            if family == "gpt2":  # um adaptador só no c_attn, que é o qkv_proj inteiro
+                adapters[prefix + "attn.c_attn"] = _fused_adapter(qkv)
+            else:
+                perm = rope_permutation(attn.head_dim)
+                sizes = [attn.embed_dim, attn.kv_dim, attn.kv_dim]
+                heads = {"q": c.num_heads, "k": kv_heads, "v": None}
+                for name in qkv.slices:
+                    a, b = qkv.lora_A[name], qkv.lora_B[name]
+                    parts = {name: b}
+                    if name == "qkv_proj":  # o mesmo A para q, k e v; B separado por linhas
+                        parts = dict(zip("qkv", b.split(sizes), strict=True))
+                    for part, rows in parts.items():
+                        if heads[part] is not None:  # Q e K: as linhas do RoPE permutadas
+                            rows = _permute_heads(rows, heads[part], perm)
+                        adapters[prefix + f"self_attn.{part}_proj"] = _Adapter(
+                            a.detach(), rows.detach(), qkv.scaling, p
+                        )
+        names = {"out_proj": attn.out_proj}
+        for name in ("linear1", "linear3", "linear2"):
+            if hasattr(layer.ffn, name):
+                names[name] = getattr(layer.ffn, name)
+        for name, module in names.items():
+            if isinstance(module, LoRALinear):
+                adapters[prefix + _PEFT_NAMES[family][name]] = _fused_adapter(module)
+    return adapters
+
+
+def _fused_adapter(module: LoRALinear) -> _Adapter:
+    """Um par ``A, B`` para a linear inteira: as fatias viram blocos (posto r × fatias).
+
+    ``ΔW`` tem, nas linhas de cada fatia, ``(α/r)·B_f·A_f``. Empilhando os ``A_f``
+    ``(n·r, d_in)`` e pondo cada ``B_f`` no seu bloco de linhas e colunas de um ``B``
+    ``(d_out, n·r)`` com zeros no resto, ``B·A`` dá exatamente esse ``ΔW`` com a mesma
+    escala ``α/r``.
+    """
+    slices = sorted(module.slices.items(), key=lambda item: item[1])
+    if len(slices) == 1 and slices[0][1] == (0, module.out_features):
+        name = slices[0][0]
+        a, b = module.lora_A[name].detach(), module.lora_B[name].detach()
+        return _Adapter(a, b, module.scaling, module.lora_dropout.p)
+    r = module.rank
+    a = torch.cat([module.lora_A[name].detach() for name, _ in slices])  # (n·r, d_in)
+    b = module.weight.new_zeros(module.out_features, r * len(slices))  # (d_out, n·r)
+    for j, (name, (start, end)) in enumerate(slices):
+        b[start:end, j * r : (j + 1) * r] = module.lora_B[name].detach()
+    return _Adapter(a, b, module.scaling, module.lora_dropout.p)
+
+
+@torch.no_grad()
+def to_peft(model: GPT | GPTClassifier) -> PeftModel:
+    """Um ``peft.PeftModel`` com os mesmos adaptadores LoRA de ``model`` (e as mesmas saídas).
+
+    O modelo de base é ``to_hf`` dos pesos congelados; cada ``LoRALinear`` do tpt vira um
+    adaptador do ``peft`` (nome ``"default"``) no módulo correspondente:
+
+    - Llama: as fatias ``"q"``, ``"k"`` e ``"v"`` do ``qkv_proj`` vão para ``q_proj``,
+      ``k_proj`` e ``v_proj`` (com GQA, K e V têm ``h_kv·d_h`` linhas). ``to_hf`` permuta
+      as linhas de ``W_Q`` e ``W_K`` em cada cabeça (o RoPE do Llama gira metades, o do tpt
+      pares vizinhos); ``ΔW = B·A`` tem de ir junto, então as linhas de ``B`` de q e k
+      recebem a mesma permutação (``A`` age nas entradas, que não mudam). O alvo
+      ``"qkv_proj"`` (a fundida inteira) vira os três, com o mesmo ``A``.
+      ``out_proj`` -> ``o_proj``; ``linear1``/``linear3``/``linear2`` ->
+      ``gate_proj``/``up_proj``/``down_proj``;
+    - GPT-2: o ``qkv_proj`` é o ``c_attn`` (um ``Conv1D``, peso transposto:
+      ``fan_in_fan_out=True``), que recebe **um** adaptador. Com fatias, os ``A`` são
+      empilhados e os ``B`` postos em blocos: o posto vira ``r`` × número de fatias, com
+      a mesma escala. ``out_proj`` -> ``attn.c_proj``, ``linear1`` -> ``mlp.c_fc``,
+      ``linear2`` -> ``mlp.c_proj``.
+
+    Um ``GPTClassifier`` dá um ``PeftModelForSequenceClassification`` (``score`` em
+    ``modules_to_save``, treinável como no tpt); um ``GPT``, um
+    ``PeftModelForCausalLM``. ``model`` não pode estar fundido (``unmerge_lora`` antes).
+    """
+    if not isinstance(model, (GPT, GPTClassifier)):
+        raise TypeError(
+            f"to_peft espera um tpt.GPT ou tpt.GPTClassifier com LoRA; recebi "
+            f"{type(model).__name__}"
+        )
+    lora = [m for m in model.modules() if isinstance(m, LoRALinear)]
+    if not lora:
+        raise ValueError("to_peft: o modelo não tem LoRA (use tpt.add_lora antes)")
+    if any(m.merged for m in lora):
+        raise ValueError(
+            "to_peft: a LoRA está fundida nos pesos (merge_lora); chame tpt.unmerge_lora(model) "
+            "antes, ou exporte o modelo fundido com to_hf"
+        )
+    peft = _peft()
+    classifier = isinstance(model, GPTClassifier)
+    body = model.gpt if classifier else model
+    family = hf_family(body.config)
+    adapters = _peft_adapters(body, family)
+    dropouts = {ad.dropout for ad in adapters.values()}
+    if len(dropouts) > 1:
+        raise ValueError(
+            f"to_peft: os LoRALinear têm dropouts diferentes {sorted(dropouts)}; o peft usa um só"
+        )
+    first = next(iter(adapters.values()))
+    rank, alpha = first.a.shape[0], first.scaling * first.a.shape[0]
+    rank_pattern, alpha_pattern = {}, {}
+    for name, ad in adapters.items():  # posto e escala diferentes (fatias no c_attn, from_peft)
+        r = ad.a.shape[0]
+        if r != rank or ad.scaling != first.scaling:
+            key = "^" + re.escape(name)
+            rank_pattern[key], alpha_pattern[key] = r, ad.scaling * r
+    config = peft.LoraConfig(
+        r=rank,
+        lora_alpha=alpha,
+        target_modules=list(adapters),
+        lora_dropout=dropouts.pop(),
+        fan_in_fan_out=family == "gpt2",
+        bias="none",
+        rank_pattern=rank_pattern,
+        alpha_pattern=alpha_pattern,
+        task_type="SEQ_CLS" if classifier else "CAUSAL_LM",
+        modules_to_save=["score"] if classifier else None,
+    )
+    hf_model = _to_hf(model)
+    peft_model = peft.get_peft_model(hf_model, config)
+    inner = peft_model.get_base_model()
+    for name, ad in adapters.items():
+        layer = inner.get_submodule(name)
+        if abs(layer.scaling["default"] - ad.scaling) > 1e-12 * ad.scaling:
+            raise RuntimeError(  # pragma: no cover - proteção contra mudanças no peft
+                f"{name}: o peft escolheu a escala {layer.scaling['default']}, não {ad.scaling}"
+            )
+        layer.lora_A["default"].weight.copy_(ad.a)
+        layer.lora_B["default"].weight.copy_(ad.b)
+    if classifier:
+        trainable = model.score.weight.requires_grad
+        for p in peft_model.base_model.model.score.parameters():
+            p.requires_grad_(trainable)
+    peft_model.train(model.training)
+    return peft_model
+
+
+def _peft_layers(inner: nn.Module, adapter: str) -> dict[str, nn.Module]:
+    """Os módulos com LoRA do ``peft`` (``LoraLayer``), por nome no modelo do HF."""
+    from peft.tuners.lora import LoraLayer
+
+    return {
+        name: module
+        for name, module in inner.named_modules()
+        if isinstance(module, LoraLayer) and adapter in module.lora_A
+    }
+
+
+@torch.no_grad()
+def from_peft(peft_model: PeftModel) -> GPT | GPTClassifier:
+    """O inverso de ``to_peft``: um ``tpt.GPT``/``GPTClassifier`` com a mesma LoRA.
+
+    Lê o adaptador ativo (um só) de um ``PeftModel`` sobre um GPT-2 ou Llama (causal ou
+    de classificação), sem alterar ``peft_model``. O modelo de base vem de ``from_hf``;
+    cada adaptador vira um ``LoRALinear`` (no Llama, ``q_proj``/``k_proj``/``v_proj``
+    viram fatias do ``qkv_proj``, com a permutação do RoPE desfeita em ``B``). Como em
+    ``add_lora``, só os ``A``, ``B`` (e a ``score`` de um classificador) ficam treináveis.
+    Adaptadores sem equivalente (DoRA, viés na LoRA, ``rslora`` com escala diferente em
+    fatias do mesmo ``qkv_proj``, módulos que o tpt não adapta) levantam ``ValueError``.
+    """
+    peft = _peft()
+    if not isinstance(peft_model, peft.PeftModel):
+        raise TypeError(f"from_peft espera um peft.PeftModel; recebi {type(peft_model).__name__}")
+    adapter = peft_model.active_adapter
+    if len(peft_model.peft_config) != 1:
+        raise ValueError(
+            f"from_peft lê um adaptador só; este modelo tem {sorted(peft_model.peft_config)}"
+        )
+    config = peft_model.peft_config[adapter]
+    if config.peft_type != peft.PeftType.LORA:
+        raise ValueError(f"peft_type={config.peft_type}: from_peft só lê LoRA")
+    if getattr(config, "use_dora", False) or getattr(config, "lora_bias", False):
+        raise ValueError("use_dora=True ou lora_bias=True: o LoRALinear do tpt não tem equivalente")
+    if config.bias != "none":
+        raise ValueError(f"bias={config.bias!r}: o tpt não treina vieses junto com a LoRA")
+    plain = copy.deepcopy(peft_model).unload()  # o modelo do HF sem os adaptadores
+    model = from_hf(plain)
+    classifier = isinstance(model, GPTClassifier)
+    body = model.gpt if classifier else model
+    family = hf_family(body.config)
+    layers = _peft_layers(peft_model.get_base_model(), adapter)
+    _attach_peft(body, family, layers, adapter)
+    _freeze(model, ("score",) if classifier else ())
+    model.train(peft_model.training)
     return model
+
+
+def _peft_pair(layer: nn.Module, adapter: str) -> tuple[Tensor, Tensor, float, float]:
+    dropout = layer.lora_dropout[adapter]
+    p = dropout.p if isinstance(dropout, nn.Dropout) else 0.0
+    a = layer.lora_A[adapter].weight.detach()  # (r, d_in)
+    b = layer.lora_B[adapter].weight.detach()  # (d_out, r)
+    return a, b, float(layer.scaling[adapter]), p
+
+
+def _attach_peft(body: GPT, family: str, layers: dict[str, nn.Module], adapter: str) -> None:
+    """Põe no ``body`` um ``LoRALinear`` por adaptador de ``layers`` (nomes do HF)."""
+    c = body.config
+    kv_heads = c.num_kv_heads or c.num_heads
+    names = {v: k for k, v in _PEFT_NAMES[family].items()}  # módulo do HF -> alvo do tpt
+    pattern = re.compile(re.escape(_LAYER_PREFIX[family]).replace(r"\{i\}", r"(\d+)") + "(.+)")
+    qkv: dict[int, dict[str, tuple]] = {}
+    for hf_name, layer in layers.items():
+        match = pattern.fullmatch(hf_name)
+        if match is None or int(match.group(1)) >= len(body.layers):
+            raise ValueError(f"o adaptador em {hf_name!r} não tem equivalente no tpt")
+        i, local = int(match.group(1)), match.group(2)
+        block = body.layers[i]
+        a, b, scaling, p = _peft_pair(layer, adapter)
+        r = a.shape[0]
+        if family == "llama" and local in _LLAMA_QKV:
+            qkv.setdefault(i, {})[local[len("self_attn.")]] = (a, b, scaling, p)
+            continue
+        if family == "gpt2" and local == "attn.c_attn":
+            target, parent, attr = "qkv_proj", block.self_attn, "qkv_proj"
+        elif local in names:
+            target = names[local]
+            parent = block.self_attn if target == "out_proj" else block.ffn
+            attr = target
+        else:
+            raise ValueError(f"o adaptador em {hf_name!r} não tem equivalente no tpt")
+        linear = getattr(parent, attr)
+        slices = {"qkv_proj": (0, linear.out_features)} if target == "qkv_proj" else None
+        new = LoRALinear.from_linear(linear, r, scaling * r, slices=slices, dropout=p)
+        key = next(iter(new.slices))
+        new.lora_A[key].copy_(a)
+        new.lora_B[key].copy_(b)
+        setattr(parent, attr, new)
+    perm = rope_permutation(c.embed_dim // c.num_heads) if family == "llama" else None
+    for i, parts in qkv.items():
+        attn = body.layers[i].self_attn
+        settings = {(x[0].shape[0], x[2], x[3]) for x in parts.values()}
+        if len(settings) > 1:
+            raise ValueError(
+                f"camada {i}: q_proj, k_proj e v_proj com posto, escala ou dropout diferentes "
+                "não cabem num só LoRALinear do tpt (um posto e uma escala por qkv_proj)"
+            )
+        r, scaling, p = settings.pop()
+        d, kv = attn.embed_dim, attn.kv_dim
+        spans = {"q": (0, d), "k": (d, d + kv), "v": (d + kv, d + 2 * kv)}
+        slices = {name: spans[name] for name in "qkv" if name in parts}
+        new = LoRALinear.from_linear(attn.qkv_proj, r, scaling * r, slices=slices, dropout=p)
+        inverse = torch.argsort(perm)
+        for name in slices:
+            a, b = parts[name][0], parts[name][1]
+            if name != "v":  # desfaz a permutação do RoPE nas linhas de B
+                b = _permute_heads(b, c.num_heads if name == "q" else kv_heads, inverse)
+            new.lora_A[name].copy_(a)
+            new.lora_B[name].copy_(b)
+        attn.qkv_proj = new
 
 
 # --------------------------------------------------------------------------------------
