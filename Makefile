@@ -125,10 +125,10 @@ site-screenshots: site $(STAMP)
 
 # Publicar uma versão: confere tpt/version.py, pyproject, notebooks e site, e cria a tag.
 release: site
-	$(PYTHON) scripts/course_repo.py release $(SITE_DIR)
+	$(PYTHON) scripts/release.py $(SITE_DIR)
 
 release-check: site
-	$(PYTHON) scripts/course_repo.py release $(SITE_DIR) --check
+	$(PYTHON) scripts/release.py $(SITE_DIR) --check
 
 # Kit do instrutor (tpt/turma/; README, "Para instrutores: turma e correção").
 # make corrigir ENTREGAS=entregas SAIDA=correcao JOBS=2 TEMPO=300 MEMORIA=4G

@@ -3,7 +3,6 @@
     python scripts/course_repo.py show
     python scripts/course_repo.py check
     python scripts/course_repo.py pin            # fixa a instalação e os selos na versão do tpt
-    python scripts/course_repo.py release [_site] [--check]   # confere e cria a tag (make release)
     python scripts/course_repo.py set https://github.com/voce/seu-fork   # = make fork REPO=...
 
 O endereço é escrito em UM lugar, `REPOSITORY` em tpt/version.py. O comando `set`
@@ -16,15 +15,14 @@ ramo main; a checagem `tpt.check_version("0.2")` da célula de imports usa o mes
 major.minor. O comando `pin` reescreve as duas coisas em todos os notebooks a partir de
 tpt/version.py (e `set` também, para um fork). O selo "Abrir no Colab" de cada notebook
 (e o link do site) abre o notebook nessa MESMA tag, não no main: o aluno vê o notebook
-que a célula de instalação espera. `release` confere que tpt/version.py, pyproject.toml,
-os notebooks e o site (se construído) concordam e cria a tag. Veja o README.
+que a célula de instalação espera. Conferir tudo e criar a tag de uma versão é o
+`scripts/release.py` (make release). Veja o README.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -296,68 +294,6 @@ def pyproject_version() -> str:
     return match.group(1) if match else "(sem version)"
 
 
-def release_problems(site: Path | None = None) -> list[str]:
-    """Tudo o que precisa concordar antes de criar a tag da versão.
-
-    `tpt.__version__` (tpt/version.py) e o `version` do pyproject.toml; em cada notebook,
-    a tag da célula de instalação, o `check_version` e o selo do Colab; e, se `site`
-    for a pasta de um site construído (make site), os links "Abrir no Colab" de cada
-    página.
-    """
-    ver = version()
-    problems = []
-    if pyproject_version() != ver:
-        problems.append(
-            f"pyproject.toml diz version = {pyproject_version()!r}, mas tpt/version.py diz "
-            f"{ver!r}: suba os dois juntos"
-        )
-    problems += check()
-    if site is not None:
-        import site_check  # noqa: PLC0415 (mesma pasta; só o release precisa dele)
-
-        problems += [f"site: {p}" for p in site_check.colab_problems(site)]
-    return problems
-
-
-def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
-
-
-def release(site: Path | None, create: bool) -> int:
-    """Confere a versão e, com `create`, cria a tag anotada v<versão> no HEAD."""
-    ver = version()
-    tag = release_tag(ver)
-    problems = release_problems(site)
-    if site is None:
-        print("aviso: site não conferido (construa com `make site`; `make release` já faz isso)")
-    if problems:
-        print("\n".join(problems))
-        print(f"\nA versão {tag} NÃO foi criada: corrija os problemas acima.")
-        return 1
-    print(f"ok: tpt {ver}, pyproject, notebooks (instalação, check_version, selos) "
-          f"{'e site ' if site is not None else ''}apontam para {tag}")
-    if not create:
-        return 0
-    if _git("status", "--porcelain", "--untracked-files=no").stdout.strip():
-        print("Há mudanças não registradas (git status): faça o commit antes de criar a tag.")
-        return 1
-    head = _git("rev-parse", "HEAD").stdout.strip()
-    existing = _git("rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}")
-    if existing.returncode == 0:
-        if existing.stdout.strip() == head:
-            print(f"A tag {tag} já existe e aponta para o HEAD: nada a fazer.")
-            return 0
-        print(f"A tag {tag} já existe em outro commit ({existing.stdout.strip()[:10]}): "
-              f"suba a versão em tpt/version.py e pyproject.toml.")
-        return 1
-    made = _git("tag", "-a", tag, "-m", f"tpt {ver}")
-    if made.returncode != 0:
-        print(made.stderr)
-        return 1
-    print(f"Tag {tag} criada. Publique: git push origin main {tag}")
-    return 0
-
-
 def main(argv: list[str]) -> int:
     if argv[:1] == ["show"]:
         print(current())
@@ -373,15 +309,6 @@ def main(argv: list[str]) -> int:
             print("reescrito:", path.relative_to(ROOT))
         print(f"notebooks fixados em {release_tag(ver)} (check_version {guard_version(ver)!r})")
         return 0
-    if argv[:1] == ["release"]:
-        args = argv[1:]
-        create = "--check" not in args
-        args = [a for a in args if a != "--check"]
-        site = Path(args[0]) if args else None
-        if site is not None and not (site / "index.html").exists():
-            print(f"{site}/index.html não existe: rode `make site` antes")
-            return 1
-        return release(site, create)
     if argv[:1] == ["set"] and len(argv) == 2:
         for path in set_repository(argv[1]):
             print("reescrito:", path.relative_to(ROOT))

@@ -20,6 +20,9 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 LANGUAGE_INFO_KEYS = ("name", "codemirror_mode", "file_extension", "mimetype", "pygments_lexer")
 VOLATILE_CELL_KEYS = ("papermill", "execution", "collapsed", "scrolled")
 IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
+# Tag de célula: a figura mostra SÓ tempos (muda a cada execução sem que os dados mudem).
+# Só nessas a regravação guarda a imagem anterior quando o texto, sanitizado, é o mesmo.
+TIMING_FIGURE_TAG = "grafico-de-tempos"
 
 
 def course_notebooks() -> list[Path]:
@@ -99,13 +102,21 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+def is_timing_figure(cell) -> bool:
+    """A célula está marcada como gráfico só de tempos (tag ``grafico-de-tempos``)."""
+    return TIMING_FIGURE_TAG in cell.get("metadata", {}).get("tags", [])
+
+
 def normalize(nb, previous=None):
     """Remove metadados voláteis do papermill e reaproveita saídas equivalentes.
 
     Se `previous` (a versão anterior do notebook) tiver uma célula com o mesmo id, o
-    mesmo código e saídas que só diferem em partes voláteis (tempos, ids de widgets,
-    imagens de gráficos de tempo em células ignoradas pelo nbval), mantemos as saídas
-    anteriores: assim duas reconstruções seguidas não deixam diff no git.
+    mesmo código e saídas que só diferem em partes voláteis (tempos, ids de widgets),
+    mantemos as saídas anteriores: assim duas reconstruções seguidas não deixam diff no
+    git. As imagens entram na comparação: uma figura cujos dados mudaram é sempre
+    refeita, mesmo numa célula ignorada pelo nbval. A única exceção são as células com a
+    tag ``grafico-de-tempos`` (a figura só mostra tempos, que mudam a cada execução):
+    nelas a imagem anterior fica se o texto sanitizado for o mesmo.
     """
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
@@ -127,9 +138,9 @@ def normalize(nb, previous=None):
         old = old_cells.get(cell.get("id"))
         if old is None or old.cell_type != "code" or old.source != cell.source:
             continue
-        volatile = is_volatile(cell)
-        same = _sanitized_outputs(old.outputs, patterns, ignore_images=volatile) == (
-            _sanitized_outputs(cell.outputs, patterns, ignore_images=volatile)
+        timing = is_volatile(cell) and is_timing_figure(cell)
+        same = _sanitized_outputs(old.outputs, patterns, ignore_images=timing) == (
+            _sanitized_outputs(cell.outputs, patterns, ignore_images=timing)
         )
         if same:
             cell.outputs = old.outputs

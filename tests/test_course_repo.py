@@ -26,7 +26,8 @@ def test_notebooks_point_to_the_configured_repository():
 
 
 def test_fork_rewrites_every_copy_of_the_address(tmp_path):
-    for rel in ["tpt/version.py", "README.md", "pyproject.toml", "scripts/course_repo.py"]:
+    for rel in ["tpt/version.py", "README.md", "pyproject.toml", "scripts/course_repo.py",
+                "scripts/site_check.py", "scripts/release.py"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / "notebooks").mkdir()
@@ -54,7 +55,8 @@ def test_fork_rejects_an_invalid_address(tmp_path):
 
 
 def _copy_course(tmp_path: Path) -> Path:
-    for rel in ["tpt/version.py", "README.md", "pyproject.toml", "scripts/course_repo.py"]:
+    for rel in ["tpt/version.py", "README.md", "pyproject.toml", "scripts/course_repo.py",
+                "scripts/site_check.py", "scripts/release.py"]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / "notebooks").mkdir()
@@ -178,7 +180,7 @@ def test_check_reports_a_badge_that_opens_main(tmp_path):
 
 
 def _git_course(tmp_path: Path) -> Path:
-    script = _copy_course(tmp_path)
+    script = _copy_course(tmp_path).with_name("release.py")
     git = ["git", "-c", "user.name=teste", "-c", "user.email=teste@example.com"]
     subprocess.run([*git, "init", "-q", "-b", "main"], cwd=tmp_path, check=True)
     subprocess.run([*git, "add", "-A"], cwd=tmp_path, check=True)
@@ -195,15 +197,15 @@ def test_release_checks_everything_then_tags(tmp_path):
     script = _git_course(tmp_path)
     tag = course_repo.release_tag(course_repo.version())
     env = dict(os.environ, GIT_COMMITTER_NAME="teste", GIT_COMMITTER_EMAIL="teste@example.com")
-    run = subprocess.run([sys.executable, script, "release", "--check"], capture_output=True,
+    run = subprocess.run([sys.executable, script, "--check"], capture_output=True,
                          text=True, env=env)
     assert run.returncode == 0, run.stdout
     assert _tags(tmp_path) == []  # --check não cria nada
-    run = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True,
                          env=env)
     assert run.returncode == 0, run.stdout
     assert _tags(tmp_path) == [tag]
-    again = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True,
+    again = subprocess.run([sys.executable, script], capture_output=True, text=True,
                            env=env)
     assert again.returncode == 0 and "já existe" in again.stdout
 
@@ -214,8 +216,31 @@ def test_release_refuses_when_versions_disagree(tmp_path):
     _set_version(tmp_path, "0.9.0")  # o tpt subiu; pyproject e notebooks não
     subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qam", "v"],
                    cwd=tmp_path, check=True)
-    run = subprocess.run([sys.executable, script, "release"], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, script], capture_output=True, text=True)
     assert run.returncode == 1
     assert "pyproject.toml" in run.stdout and "v0.9.0" in run.stdout
     assert "NÃO foi criada" in run.stdout
     assert _tags(tmp_path) == []
+
+
+def test_scripts_import_each_other_in_one_direction_only():
+    # release → site_check → course_repo: nenhum círculo entre os scripts.
+    import ast
+
+    local = {p.stem for p in (ROOT / "scripts").glob("*.py")}
+    graph = {}
+    for path in (ROOT / "scripts").glob("*.py"):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.add(node.module.split(".")[0])
+        graph[path.stem] = (names & local) - {path.stem}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n}))
+                   for n in graph[start])
+
+    circles = sorted(name for name in graph if reaches(name, name, set()))
+    assert not circles, f"scripts que importam a si mesmos por um círculo: {circles}"

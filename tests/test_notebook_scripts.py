@@ -74,3 +74,59 @@ def test_the_generic_set_really_changes_the_kernels_pytorch_uses():
 def test_unknown_kernel_set_is_refused(capsys):
     assert test_kernels.main(["--sets", "avx9000", "--", "-q"]) == 2
     assert "avx9000" in capsys.readouterr().err
+
+
+# --- A regravação nunca guarda uma figura velha (issue 31) ---------------------------
+
+
+def _figure_cell(png: str, seconds: str, tags: list[str] | None = None):
+    cell = nbformat.v4.new_code_cell(
+        "# NBVAL_IGNORE_OUTPUT\nplt.plot(medidas)\nprint(tempo)", id="figura"
+    )
+    if tags:
+        cell.metadata["tags"] = tags
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text=f"tempo: {seconds} s\n"),
+        nbformat.v4.new_output("display_data", data={"image/png": png, "text/plain": "<Figure>"}),
+    ]
+    return cell
+
+
+def _rebuild(old_cell, new_cell):
+    from notebook_tools import normalize
+
+    previous = nbformat.v4.new_notebook(cells=[old_cell])
+    fresh = nbformat.v4.new_notebook(cells=[new_cell])
+    return normalize(fresh, previous).cells[0]
+
+
+def test_rebuild_refreshes_a_figure_whose_data_changed_in_an_ignored_cell():
+    # O texto só difere no tempo (sanitizado), mas a figura mudou: a nova fica.
+    cell = _rebuild(_figure_cell("FIGURA-VELHA", "1,5"), _figure_cell("FIGURA-NOVA", "2,7"))
+    assert cell.outputs[1]["data"]["image/png"] == "FIGURA-NOVA"
+    assert "2,7" in cell.outputs[0]["text"]
+
+
+def test_rebuild_keeps_the_outputs_when_nothing_but_timings_changed():
+    cell = _rebuild(_figure_cell("FIGURA", "1,5"), _figure_cell("FIGURA", "2,7"))
+    assert "1,5" in cell.outputs[0]["text"]  # nenhum diff no git
+
+
+def test_a_timing_figure_keeps_its_previous_image_when_the_text_matches():
+    tags = ["grafico-de-tempos"]
+    cell = _rebuild(
+        _figure_cell("TEMPOS-VELHOS", "1,5", tags), _figure_cell("TEMPOS-NOVOS", "2,7", tags)
+    )
+    assert cell.outputs[1]["data"]["image/png"] == "TEMPOS-VELHOS"
+
+
+def test_timing_figure_tag_is_used_only_on_cells_ignored_by_nbval():
+    from notebook_tools import course_notebooks, is_timing_figure, is_volatile
+
+    wrong = [
+        (path.name, index)
+        for path in course_notebooks()
+        for index, cell in enumerate(nbformat.read(path, as_version=4).cells)
+        if is_timing_figure(cell) and not is_volatile(cell)
+    ]
+    assert not wrong, f"tag grafico-de-tempos em célula comparada pelo nbval: {wrong}"
