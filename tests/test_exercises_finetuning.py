@@ -53,12 +53,14 @@ def labels_vectorized(ids, prompt_lengths, pad_id, *, offset=0, shift=True, pad=
 
 def labels_loop(ids, prompt_lengths, pad_id):  # outro estilo: laço por exemplo, em listas
     rows = []
-    for row, n in zip(ids.tolist(), prompt_lengths.tolist()):
+    for row, n in zip(ids.tolist(), prompt_lengths.tolist(), strict=True):
         targets = row[1:] + [pad_id]
-        rows.append([
-            -100 if (i + 1 < n or tok == pad_id or i == len(row) - 1) else tok
-            for i, tok in enumerate(targets)
-        ])
+        rows.append(
+            [
+                -100 if (i + 1 < n or tok == pad_id or i == len(row) - 1) else tok
+                for i, tok in enumerate(targets)
+            ]
+        )
     return torch.tensor(rows)
 
 
@@ -127,7 +129,7 @@ def pool_flip(hidden, ids, pad_id):  # outro estilo: o primeiro não-pad da sequ
 
 def pool_loop(hidden, ids, pad_id):  # outro estilo: laço por exemplo
     rows = []
-    for h, row in zip(hidden, ids):
+    for h, row in zip(hidden, ids, strict=True):
         real = (row != pad_id).nonzero().flatten()
         rows.append(h[real[-1]])
     return torch.stack(rows)
@@ -175,7 +177,9 @@ def lora_functional(x, weight, bias, A, B, alpha):  # outro estilo: F.linear tr�
 
 def lora_einsum(x, weight, bias, A, B, alpha):  # outro estilo: einsum
     low = torch.einsum("...i,ri->...r", x, A)
-    out = torch.einsum("...i,oi->...o", x, weight) + alpha / len(A) * torch.einsum("...r,or->...o", low, B)
+    out = torch.einsum("...i,oi->...o", x, weight) + alpha / len(A) * torch.einsum(
+        "...r,or->...o", low, B
+    )
     return out + bias if bias is not None else out
 
 

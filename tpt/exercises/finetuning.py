@@ -135,12 +135,11 @@ def _instruction_batch(gen: torch.Generator, b: int, vocab: int, pad_id: int) ->
     """Um lote preenchido à direita: prompt + resposta (terminada por um <eos>) + <pad>."""
     prompts = [randint(gen, 1, 5) for _ in range(b)]
     answers = [randint(gen, 1, 5) for _ in range(b)]
-    t = max(p + a for p, a in zip(prompts, answers)) + randint(gen, 0, 2)
+    t = max(p + a for p, a in zip(prompts, answers, strict=True)) + randint(gen, 0, 2)
     ids = torch.full((b, t), pad_id, dtype=torch.long)
-    for row, (p, a) in enumerate(zip(prompts, answers)):
+    for row, (p, a) in enumerate(zip(prompts, answers, strict=True)):
         ids[row, : p + a] = torch.randint(pad_id + 1, vocab, (p + a,), generator=gen)
     return ids, torch.tensor(prompts)
-
 
 
 @exercise("Exercício 1 (rótulos de instrução)")
@@ -158,7 +157,14 @@ def check_instruction_labels(instruction_labels: Callable[[Tensor, Tensor, int],
         b = randint(gen, 1, 5)
         pad_id = randint(gen, 0, 3)
         ids, lengths = _instruction_batch(gen, b, 20, pad_id)
-        cases.append((f"o lote sorteado {k + 1} ({seed_note(seed)}, pad_id = {pad_id})", ids, lengths, pad_id))
+        cases.append(
+            (
+                f"o lote sorteado {k + 1} ({seed_note(seed)}, pad_id = {pad_id})",
+                ids,
+                lengths,
+                pad_id,
+            )
+        )
     files = _library_files("tpt.lora", "tpt.classifier")
     for description, ids, lengths, pad_id in cases:
         where = f"Para {description}"
@@ -171,14 +177,17 @@ def check_instruction_labels(instruction_labels: Callable[[Tensor, Tensor, int],
             )
         _refuse_library(codes, files, where, "o rótulo")
         expect(
-            isinstance(got, Tensor) and not got.is_floating_point() and not got.is_complex()
+            isinstance(got, Tensor)
+            and not got.is_floating_point()
+            and not got.is_complex()
             and got.dtype != torch.bool,
             f"{where}, esperava um tensor de inteiros (os ids dos rótulos, como torch.long); "
             f"recebi {type(got).__name__ if not isinstance(got, Tensor) else got.dtype}.",
         )
         variants = [(why, _labels(ids, lengths, pad_id, **kw)) for why, kw in _LABELS_VARIANTS]
-        expect_close(got, _labels(ids, lengths, pad_id), where, atol=0.0, name="labels",
-                     variants=variants)
+        expect_close(
+            got, _labels(ids, lengths, pad_id), where, atol=0.0, name="labels", variants=variants
+        )
 
 
 # --------------------------------------------------------------------------------------
@@ -272,8 +281,14 @@ def check_last_token_pool(last_token_pool: Callable[[Tensor, Tensor, int], Tenso
         b, t, d = randint(gen, 2, 5), randint(gen, 2, 9), randint(gen, 1, 6)
         pad_id = randint(gen, 0, 3)
         h, i = _pool_batch(gen, b, t, d, pad_id, side)
-        cases.append((f"um lote sorteado preenchido à {side} ({seed_note(seed)}, pad_id = "
-                      f"{pad_id})", h, i, pad_id))
+        cases.append(
+            (
+                f"um lote sorteado preenchido à {side} ({seed_note(seed)}, pad_id = {pad_id})",
+                h,
+                i,
+                pad_id,
+            )
+        )
     files = _library_files("tpt.model", "tpt.classifier")
     for description, h, i, pad_id in cases:
         where = f"Para {description}"
@@ -305,8 +320,16 @@ _LORA_HINT = (
 
 
 def _lora(
-    x: Tensor, weight: Tensor, bias: Tensor | None, A: Tensor, B: Tensor, alpha: float,
-    *, scale: str = "alpha/r", use_base: bool = True, use_bias: bool = True,
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    A: Tensor,
+    B: Tensor,
+    alpha: float,
+    *,
+    scale: str = "alpha/r",
+    use_base: bool = True,
+    use_bias: bool = True,
 ) -> Tensor:
     r = A.shape[0]
     factor = {"alpha/r": alpha / r, "alpha": alpha, "1": 1.0, "r/alpha": r / alpha}[scale]
@@ -319,14 +342,30 @@ def _lora(
 
 
 _LORA_VARIANTS = (
-    ("a parte da LoRA foi multiplicada por α, sem dividir por r: a escala é α/r.",
-     dict(scale="alpha")),
+    (
+        "a parte da LoRA foi multiplicada por α, sem dividir por r: a escala é α/r.",
+        dict(scale="alpha"),
+    ),
     ("faltou a escala α/r na parte da LoRA.", dict(scale="1")),
     ("a escala está invertida: é α/r, não r/α.", dict(scale="r/alpha")),
-    ("faltou a saída da camada original, x Wᵀ (+ b): a LoRA soma uma correção a ela.",
-     dict(use_base=False)),
+    (
+        "faltou a saída da camada original, x Wᵀ (+ b): a LoRA soma uma correção a ela.",
+        dict(use_base=False),
+    ),
     ("faltou o viés b da camada original.", dict(use_bias=False)),
 )
+
+
+def _recording(answer: Callable[..., Tensor], recorded: list) -> Callable[..., Tensor]:
+    """A resposta, gravando só as operações dela: a cópia e a comparação das entradas que
+    ``call_answer`` faz (para ver se algo mudou no lugar) ficam de fora."""
+
+    def watched(*values: object) -> Tensor:
+        with record_ops() as record:
+            recorded.append(record)
+            return answer(*values)
+
+    return watched
 
 
 @exercise("Exercício 3 (o forward da LoRA)")
@@ -337,8 +376,17 @@ def check_lora_forward(lora_forward: Callable[..., Tensor]) -> None:
     for k in range(2):
         d_in, d_out = randint(gen, 8, 24), randint(gen, 8, 24)
         lead = (randint(gen, 1, 2), randint(gen, 1, 3))  # b·t < d_in: a saída é menor que W
-        shapes.append((f"o caso sorteado {k + 1} ({seed_note(seed)})", lead, d_in, d_out,
-                       randint(gen, 1, 4), float(randint(gen, 1, 16)), bool(k)))
+        shapes.append(
+            (
+                f"o caso sorteado {k + 1} ({seed_note(seed)})",
+                lead,
+                d_in,
+                d_out,
+                randint(gen, 1, 4),
+                float(randint(gen, 1, 16)),
+                bool(k),
+            )
+        )
     files = _library_files("tpt.lora")
     for description, lead, d_in, d_out, r, alpha, with_bias in shapes:
         where = f"Para {description}, x {(*lead, d_in)}, W {(d_out, d_in)}, r = {r}, α = {alpha:g}"
@@ -348,18 +396,10 @@ def check_lora_forward(lora_forward: Callable[..., Tensor]) -> None:
         A = torch.randn(r, d_in, generator=gen, dtype=torch.float64)
         B = torch.randn(d_out, r, generator=gen, dtype=torch.float64)
         args = {"x": x, "weight": weight, "bias": bias, "A": A, "B": B, "alpha": alpha}
-        ops = []
-
-        def watched(*values: object) -> object:
-            # Só as operações da resposta: a cópia e a comparação das entradas que
-            # call_answer faz (para ver se algo mudou no lugar) ficam de fora.
-            with record_ops() as record:
-                ops.append(record)
-                return lora_forward(*values)
-
+        recorded: list = []
         with record_python_calls() as codes:
-            got = call_answer(watched, args, where, _LORA_HINT)
-        ops = ops[0]
+            got = call_answer(_recording(lora_forward, recorded), args, where, _LORA_HINT)
+        ops = recorded[0]
         _refuse_library(codes, files, where, "o forward da LoRA")
         full = ops.materialized((d_out, d_in)) | ops.materialized((d_in, d_out))
         expect(
@@ -371,12 +411,22 @@ def check_lora_forward(lora_forward: Callable[..., Tensor]) -> None:
         variants = [(why, _lora(**args, **kw)) for why, kw in _LORA_VARIANTS]
         expect_close(got, _lora(**args), where, atol=1e-10, variants=variants)
     x = torch.randn(2, 3, 10, generator=gen)
-    weight, A, B = torch.randn(7, 10, generator=gen), torch.randn(2, 10, generator=gen), torch.randn(7, 2, generator=gen)
+    weight, A, B = (
+        torch.randn(7, 10, generator=gen),
+        torch.randn(2, 10, generator=gen),
+        torch.randn(7, 2, generator=gen),
+    )
     check_gradients(
         lora_forward,
         _lora,
-        {"x": x, "weight": weight, "bias": torch.randn(7, generator=gen), "A": A, "B": B,
-         "alpha": 8.0},
+        {
+            "x": x,
+            "weight": weight,
+            "bias": torch.randn(7, generator=gen),
+            "A": A,
+            "B": B,
+            "alpha": 8.0,
+        },
         "No teste de gradiente (float32)",
         wrt=("x", "A", "B"),
         atol=1e-4,
