@@ -72,8 +72,9 @@ if "google.colab" in sys.modules:
 """
 SETUP_CELL_ID = "colab-setup"
 # Notebooks que precisam de um extra do pacote (pyproject.toml, [project.optional-dependencies]):
-# o 11 usa o transformers, e o Colab pode ter uma versão anterior à 5.0.
-EXTRAS = {"11_do_tpt_ao_hugging_face.ipynb": "hf"}
+# o 11 e o 12 usam o transformers (o 12 também o peft), e o Colab pode ter uma versão
+# anterior à 5.0 e não ter o peft.
+EXTRAS = {"11_do_tpt_ao_hugging_face.ipynb": "hf", "12_ajuste_fino.ipynb": "hf"}
 PIN_RE = re.compile(r'%pip install -q "tpt(?:\[[a-z,]+\])? @ git\+\{REPOSITORY\}@([^"]+)"')
 REPOSITORY_RE = re.compile(r'REPOSITORY = "([^"]+)"')
 GUARD_RE = re.compile(r'tpt\.check_version\("([^"]+)"\)')

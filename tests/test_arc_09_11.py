@@ -1,7 +1,7 @@
-"""O arco 09 -> 11: o notebook 11 exporta o GPT de caracteres que o notebook 09 treina.
+"""O arco 09 -> 11, 12: o 11 exporta o GPT de caracteres que o 09 treina, e o 12 o ajusta.
 
 Os notebooks rodam cada um por si (o nbval os roda em paralelo, em qualquer ordem), então
-o 11 não lê nada que o 09 gravou: ele refaz o mesmo treino. Este teste lê as células dos
+o 11 e o 12 não leem nada que o 09 gravou: eles refazem o mesmo treino. Este teste lê as células dos
 dois notebooks e falha se a receita divergir em qualquer peça que muda os pesos
 treinados:
 
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {
     "09": ROOT / "notebooks" / "09_geracao.ipynb",
     "11": ROOT / "notebooks" / "11_do_tpt_ao_hugging_face.ipynb",
+    "12": ROOT / "notebooks" / "12_ajuste_fino.ipynb",
 }
 PARAMETERS = ("seed", "block_size", "batch_size", "train_steps")
 NOT_TRAINING = {"eval_fn", "eval_every", "progress"}
@@ -165,3 +166,24 @@ def test_the_recipe_is_a_llama(recipes):
         "tpt.seed_everything(seed)",
         "config = tpt.GPTConfig(...)",
     ]
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        "parâmetros",
+        "tpt.corpus_splits",
+        "tpt.CharTokenizer.fit",
+        "antes do modelo",
+        "tpt.GPTConfig",
+        "tpt.lm_batches",
+        "tpt.train",
+    ],
+)
+def test_notebook_12_pretrains_exactly_the_model_of_notebook_09(recipes, part):
+    nine, twelve = recipes["09"][part], recipes["12"][part]
+    assert nine == twelve, (
+        f"a receita do GPT de caracteres diverge entre os notebooks 09 e 12 em {part}:\n"
+        f"  09: {nine}\n  12: {twelve}\n"
+        "O 12 ajusta o modelo que o 09 treina: mude os dois juntos."
+    )
