@@ -75,25 +75,7 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
-@pytest.fixture
-def llama64(monkeypatch):
-    """RMSNorm e ângulos do RoPE do Llama em float64 (como os do tpt)."""
-    from transformers.models.llama import modeling_llama as ml
-
-    def rms_forward(self, x):
-        variance = x.pow(2).mean(-1, keepdim=True)
-        return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
-
-    def rotary_forward(self, x, position_ids):
-        head_dim = 2 * self.inv_freq.numel()
-        theta = hf._rope_theta(self.config)
-        inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
-        angles = position_ids[..., None].double() * inv_freq.to(x.device)  # (b, t, d_h/2)
-        angles = torch.cat((angles, angles), dim=-1)  # (b, t, d_h): metades, não pares
-        return angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-
-    monkeypatch.setattr(ml.LlamaRMSNorm, "forward", rms_forward)
-    monkeypatch.setattr(ml.LlamaRotaryEmbedding, "forward", rotary_forward)
+# A fixture llama64 (RMSNorm e RoPE do Llama em float64) fica em tests/conftest.py.
 
 
 # --------------------------------------------------------------------------------------
