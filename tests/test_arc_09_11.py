@@ -136,24 +136,27 @@ def recipes() -> dict[str, dict]:
     return {name: _recipe(path) for name, path in NOTEBOOKS.items()}
 
 
-@pytest.mark.parametrize(
-    "part",
-    [
-        "parâmetros",
-        "tpt.corpus_splits",
-        "tpt.CharTokenizer.fit",
-        "antes do modelo",
-        "tpt.GPTConfig",
-        "tpt.lm_batches",
-        "tpt.train",
-    ],
-)
-def test_notebook_11_trains_exactly_the_model_of_notebook_09(recipes, part):
-    nine, eleven = recipes["09"][part], recipes["11"][part]
-    assert nine == eleven, (
-        f"a receita do GPT de caracteres diverge entre os notebooks 09 e 11 em {part}:\n"
-        f"  09: {nine}\n  11: {eleven}\n"
-        "O 11 exporta o modelo que o 09 treina: mude os dois juntos."
+RECIPE_PARTS = [
+    "parâmetros",
+    "tpt.corpus_splits",
+    "tpt.CharTokenizer.fit",
+    "antes do modelo",
+    "tpt.GPTConfig",
+    "tpt.lm_batches",
+    "tpt.train",
+]
+# O 11 exporta o modelo que o 09 treina; o 12 o ajusta.
+USES = {"11": "exporta", "12": "ajusta"}
+
+
+@pytest.mark.parametrize("other", sorted(USES))
+@pytest.mark.parametrize("part", RECIPE_PARTS)
+def test_notebooks_11_and_12_train_exactly_the_model_of_notebook_09(recipes, part, other):
+    nine, theirs = recipes["09"][part], recipes[other][part]
+    assert nine == theirs, (
+        f"a receita do GPT de caracteres diverge entre os notebooks 09 e {other} em {part}:\n"
+        f"  09: {nine}\n  {other}: {theirs}\n"
+        f"O {other} {USES[other]} o modelo que o 09 treina: mude os dois juntos."
     )
 
 
@@ -168,22 +171,3 @@ def test_the_recipe_is_a_llama(recipes):
     ]
 
 
-@pytest.mark.parametrize(
-    "part",
-    [
-        "parâmetros",
-        "tpt.corpus_splits",
-        "tpt.CharTokenizer.fit",
-        "antes do modelo",
-        "tpt.GPTConfig",
-        "tpt.lm_batches",
-        "tpt.train",
-    ],
-)
-def test_notebook_12_pretrains_exactly_the_model_of_notebook_09(recipes, part):
-    nine, twelve = recipes["09"][part], recipes["12"][part]
-    assert nine == twelve, (
-        f"a receita do GPT de caracteres diverge entre os notebooks 09 e 12 em {part}:\n"
-        f"  09: {nine}\n  12: {twelve}\n"
-        "O 12 ajusta o modelo que o 09 treina: mude os dois juntos."
-    )
