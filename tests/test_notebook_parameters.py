@@ -19,9 +19,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 from notebook_tools import course_notebooks  # noqa: E402
 
-# O 11 ainda tem um "<=" no comentário de timing_tokens (a frente do 11 cuida dele).
-KNOWN = {"11_do_tpt_ao_hugging_face.ipynb"}
-
 
 def _declared(path: Path) -> list[str]:
     """Os nomes atribuídos na célula de parâmetros, lidos pelo próprio Python."""
@@ -36,19 +33,7 @@ def _declared(path: Path) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize(
-    "path",
-    [
-        pytest.param(
-            p,
-            id=p.name,
-            marks=pytest.mark.xfail(reason="comentário com '<='", strict=False)
-            if p.name in KNOWN
-            else (),
-        )
-        for p in course_notebooks()
-    ],
-)
+@pytest.mark.parametrize("path", course_notebooks(), ids=lambda p: p.name)
 def test_papermill_lists_every_parameter(path):
     declared = _declared(path)
     assert declared, f"{path.name}: célula de parâmetros vazia"
