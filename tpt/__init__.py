@@ -27,6 +27,8 @@ módulo                   notebook
                          12_ajuste_fino (``to_peft``, ``from_peft``, o classificador)
 ``tpt.classifier``       12_ajuste_fino (``GPTClassifier``, ``last_token_index``)
 ``tpt.lora``             12_ajuste_fino (``LoRALinear``, ``add_lora``, ``merge_lora``)
+``tpt.scoring``          12_ajuste_fino (``sequence_loss``, ``fit_threshold``,
+                         ``balanced_accuracy``)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -37,7 +39,7 @@ from __future__ import annotations
 
 from tpt import hf, plot, version
 from tpt.attention import MultiHeadAttention, scaled_dot_product_attention
-from tpt.classifier import GPTClassifier, last_token_index, pool_last_token
+from tpt.classifier import GPTClassifier, last_token_index, pool_last_token, pool_mean
 from tpt.data import (
     NumbersDataset,
     NumberVocab,
@@ -72,6 +74,7 @@ from tpt.positional import (
     pe_rotation,
     sinusoidal_encoding,
 )
+from tpt.scoring import balanced_accuracy, fit_threshold, sequence_loss
 from tpt.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -154,11 +157,15 @@ __all__ = [
     "GPTClassifier",
     "last_token_index",
     "pool_last_token",
+    "pool_mean",
     "LoRALinear",
     "add_lora",
     "merge_lora",
     "unmerge_lora",
     "lora_parameters",
+    "sequence_loss",
+    "fit_threshold",
+    "balanced_accuracy",
     # dados, treino e geração
     "number_to_words",
     "NumberVocab",

@@ -4,6 +4,8 @@
   (notebooks/08_encoder_decoder.ipynb e 09_geracao.ipynb).
 - `tpt.data.corpus`: os textos originais que vêm com o pacote (notebooks/01_tokens.ipynb
   e 09_geracao.ipynb). Não precisa de internet.
+- `tpt.data.words`: palavras do corpus e pseudopalavras (letras de dentro embaralhadas),
+  a tarefa "palavra real ou pseudopalavra" (notebooks/12_ajuste_fino.ipynb).
 - `tpt.data.download`: baixa, confere (sha256) e guarda em cache um texto maior de
   domínio público, para quem quiser ir além do corpus embutido.
 """
@@ -22,6 +24,7 @@ from tpt.data.numbers import (
     number_to_tokens,
     number_to_words,
 )
+from tpt.data.words import pseudoword, pseudowords, text_words, unseen_words, word_candidates
 
 __all__ = [
     "MAX_NUMBER",
@@ -38,4 +41,9 @@ __all__ = [
     "number_batches",
     "number_to_tokens",
     "number_to_words",
+    "pseudoword",
+    "pseudowords",
+    "text_words",
+    "unseen_words",
+    "word_candidates",
 ]

@@ -1,0 +1,110 @@
+"""tpt.scoring: a perda do modelo de linguagem por sequência, o limiar e o acerto balanceado.
+
+Tolerâncias (float64): a perda de uma sequência sozinha e no lote com <pad> à direita
+(ou à esquerda com a máscara) é a mesma a 1e-12 (medido ~1e-16).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tpt
+
+LLAMA = dict(positional="rope", norm="rmsnorm", activation="swiglu")
+
+
+def _gpt(seed: int = 0) -> tpt.GPT:
+    torch.manual_seed(seed)
+    config = tpt.GPTConfig(vocab_size=19, embed_dim=16, num_heads=2, num_layers=2, max_len=16,
+                           **LLAMA)
+    return tpt.GPT(config).double().eval()
+
+
+def test_sequence_loss_is_the_mean_next_token_cross_entropy():
+    model = _gpt()
+    ids = torch.tensor([[3, 4, 5, 6, 7]])
+    with torch.no_grad():
+        expected = F.cross_entropy(model(ids)[0, :-1], ids[0, 1:])
+        assert tpt.sequence_loss(model, ids).shape == (1,)
+        assert abs(tpt.sequence_loss(model, ids).item() - expected.item()) <= 1e-12
+
+
+def test_sequence_loss_ignores_right_padding_and_masked_left_padding():
+    model = _gpt(1)
+    g = torch.Generator().manual_seed(0)
+    texts = [torch.randint(1, 19, (n,), generator=g) for n in (2, 6, 4)]
+    t = max(len(x) for x in texts)
+    pad = tpt.PAD_ID
+    right = torch.stack([torch.cat([x, x.new_full((t - len(x),), pad)]) for x in texts])
+    left = torch.stack([torch.cat([x.new_full((t - len(x),), pad), x]) for x in texts])
+    with torch.no_grad():
+        alone = torch.cat([tpt.sequence_loss(model, x[None]) for x in texts])
+        assert (tpt.sequence_loss(model, right) - alone).abs().max() <= 1e-12
+        masked = tpt.sequence_loss(model, left, key_padding_mask=left == pad)
+        assert (masked - alone).abs().max() <= 1e-12
+
+
+def test_sequence_loss_keeps_the_gradient():
+    model = _gpt(2).train()
+    tpt.sequence_loss(model, torch.tensor([[3, 4, 5]])).sum().backward()
+    assert model.embedding.weight.grad.abs().sum() > 0
+
+
+def test_fit_threshold_separates_when_it_can_and_breaks_ties_low():
+    scores = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    labels = torch.tensor([1, 1, 0, 0])  # classe 1 = perda baixa
+    assert tpt.fit_threshold(scores, labels) == 2.5
+    # Nenhum limiar acerta tudo: vale o que acerta mais (3 de 4), o menor deles.
+    threshold = tpt.fit_threshold(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([1, 0, 1, 0]))
+    assert threshold == 1.5
+    # Notas repetidas: os candidatos ficam entre valores distintos.
+    assert tpt.fit_threshold(torch.tensor([1.0, 1.0, 2.0]), torch.tensor([1, 1, 0])) == 1.5
+    # Todos da classe 1: um limiar acima de todas as notas.
+    assert tpt.fit_threshold(torch.tensor([0.5, 0.7]), torch.tensor([1, 1])) > 0.7
+    accuracy = ((scores < 2.5).long() == labels).float().mean()
+    assert accuracy == 1.0
+
+
+def test_fit_threshold_is_optimal_on_random_labels():
+    g = torch.Generator().manual_seed(0)
+    for _ in range(20):
+        scores = torch.randn(15, generator=g)
+        labels = torch.randint(0, 2, (15,), generator=g)
+        threshold = tpt.fit_threshold(scores, labels)
+        cuts = [-9.0, 9.0] + [c + e for c in scores.tolist() for e in (0.0, 1e-9)]
+        best = max(((scores < c).long() == labels).sum().item() for c in cuts)
+        assert ((scores < threshold).long() == labels).sum().item() == best
+
+
+def test_balanced_accuracy():
+    labels = torch.tensor([0, 0, 0, 0, 1, 2])
+    assert tpt.balanced_accuracy(torch.zeros(6, dtype=torch.long), labels) == pytest.approx(1 / 3)
+    assert tpt.balanced_accuracy(labels, labels) == 1.0
+    predictions = torch.tensor([0, 0, 1, 1, 1, 0])  # classe 0: 2/4, classe 1: 1/1, classe 2: 0/1
+    assert tpt.balanced_accuracy(predictions, labels) == pytest.approx((0.5 + 1 + 0) / 3)
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: tpt.sequence_loss(_gpt(), torch.tensor([[3, 0, 0], [3, 4, 0]])), ValueError,
+         r"as linhas \[0\] de ids têm menos de 2 tokens"),
+        (lambda: tpt.sequence_loss(_gpt(), torch.ones(2, 3)), TypeError, "ids inteiros"),
+        (lambda: tpt.sequence_loss(torch.nn.Identity(), torch.ones(2, 3, dtype=torch.long)),
+         ValueError, r"logits \(b, t, V\)"),
+        (lambda: tpt.fit_threshold(torch.ones(3), torch.tensor([0, 1])), ValueError, "mesma forma"),
+        (lambda: tpt.fit_threshold(torch.ones(2), torch.tensor([0, 2])), ValueError,
+         "só os inteiros 0 e 1"),
+        (lambda: tpt.fit_threshold(torch.ones(2), torch.tensor([0.0, 1.0])), ValueError, "0 e 1"),
+        (lambda: tpt.fit_threshold(torch.tensor([1.0, float("nan")]), torch.tensor([0, 1])),
+         ValueError, "não finitos"),
+        (lambda: tpt.fit_threshold(torch.ones(0), torch.ones(0, dtype=torch.long)), ValueError,
+         r"vetor \(n,\)"),
+        (lambda: tpt.balanced_accuracy(torch.ones(3), torch.ones(2)), ValueError, "mesma forma"),
+    ],
+)
+def test_bad_inputs_raise_in_portuguese(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -1,0 +1,119 @@
+"""Pontuar com o modelo de linguagem e medir classificadores.
+
+Ver notebooks/12_ajuste_fino.ipynb (seção 2).
+
+Um modelo de linguagem pré-treinado já dá uma nota a qualquer texto: a sua perda, a
+entropia cruzada média dos tokens, baixa no que se parece com o texto de pré-treino e alta
+no resto. Para usá-la como classificador de duas classes basta um **limiar**, ajustado
+nos exemplos rotulados: abaixo dele, classe 1.
+
+- ``sequence_loss``: a perda média por token de cada sequência de um lote, ``(b,)``;
+- ``fit_threshold``: o limiar que mais acerta nos rótulos dados;
+- ``balanced_accuracy``: o acerto médio por classe, que não premia quem responde sempre
+  a classe mais comum (ela tira ``1 / C``).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tpt.classifier import last_token_index
+from tpt.tokenizer import PAD_ID
+
+__all__ = ["balanced_accuracy", "fit_threshold", "sequence_loss"]
+
+
+def sequence_loss(
+    model: nn.Module,
+    ids: Tensor,
+    pad_id: int = PAD_ID,
+    *,
+    key_padding_mask: Tensor | None = None,
+) -> Tensor:
+    """A perda do modelo de linguagem em cada sequência: ``ids (b, t)`` -> ``(b,)``.
+
+    A média, sobre as posições ``j`` em que ``ids[:, j]`` e ``ids[:, j + 1]`` são tokens
+    reais (não ``pad_id``), da entropia cruzada de prever o token ``j + 1`` (nats por
+    token). O primeiro token de cada sequência não é previsto (nada vem antes dele), e
+    nenhum ``<pad>`` entra, nem como entrada nem como alvo: a mesma sequência dá a mesma
+    perda com ``<pad>`` à direita ou sozinha; à esquerda, passe também
+    ``key_padding_mask=(ids == pad_id)``.
+
+    ``model(ids)`` deve devolver logits ``(b, t, V)`` (um ``tpt.GPT``). Não desliga o
+    gradiente: para só pontuar, chame dentro de ``torch.no_grad()``.
+    """
+    last_token_index(ids, pad_id)  # confere ids (b, t) inteiros e linhas não vazias
+    real = ids != pad_id  # (b, t)
+    counted = real[:, :-1] & real[:, 1:]  # (b, t - 1): entrada e alvo reais
+    count = counted.sum(dim=1)  # (b,)
+    if bool((count == 0).any()):
+        rows = (count == 0).nonzero().flatten().tolist()
+        raise ValueError(
+            f"as linhas {rows} de ids têm menos de 2 tokens reais seguidos: não há token "
+            "previsto para pontuar"
+        )
+    if key_padding_mask is None:
+        logits = model(ids)
+    else:
+        logits = model(ids, key_padding_mask=key_padding_mask)
+    if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != ids.shape:
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(
+            f"model(ids) deve devolver logits (b, t, V) com (b, t) = {tuple(ids.shape)}; "
+            f"devolveu {shape}"
+        )
+    targets = ids[:, 1:].masked_fill(~counted, -100)  # (b, t - 1)
+    losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
+    return losses.sum(dim=1) / count.to(losses.dtype)  # (b,)
+
+
+def _as_1d(values: object, name: str) -> Tensor:
+    if not isinstance(values, Tensor):
+        values = torch.as_tensor(values)
+    if values.dim() != 1 or values.numel() == 0:
+        raise ValueError(
+            f"{name} deve ser um vetor (n,) com n >= 1; recebi forma {tuple(values.shape)}"
+        )
+    return values.detach().cpu()
+
+
+def fit_threshold(scores: Tensor, labels: Tensor) -> float:
+    """O limiar que mais acerta em ``labels (n,)`` com a regra "classe 1 se ``score`` < limiar".
+
+    ``scores (n,)`` é uma nota em que menor quer dizer "mais classe 1" (uma perda:
+    ``sequence_loss``); ``labels`` tem só 0 e 1. Os candidatos são os pontos médios
+    entre notas vizinhas (e um abaixo e um acima de todas); no empate, vale o menor
+    limiar. Devolve um ``float``.
+    """
+    scores, labels = _as_1d(scores, "scores").double(), _as_1d(labels, "labels")
+    if scores.shape != labels.shape:
+        raise ValueError(
+            f"scores {tuple(scores.shape)} e labels {tuple(labels.shape)} devem ter a mesma forma"
+        )
+    if labels.dtype.is_floating_point or not bool(((labels == 0) | (labels == 1)).all()):
+        raise ValueError(f"labels deve ter só os inteiros 0 e 1; recebi {labels.unique().tolist()}")
+    if not bool(torch.isfinite(scores).all()):
+        raise ValueError("scores tem valores não finitos (nan ou inf)")
+    values = scores.unique()  # em ordem crescente
+    candidates = torch.cat([values[:1] - 1, (values[1:] + values[:-1]) / 2, values[-1:] + 1])
+    hits = ((scores[None, :] < candidates[:, None]) == labels[None, :].bool()).sum(dim=1)
+    return float(candidates[int(hits.argmax())])  # argmax: o primeiro máximo
+
+
+def balanced_accuracy(predictions: Tensor, labels: Tensor) -> float:
+    """O acerto médio por classe: para cada classe presente em ``labels (n,)``, a fração
+    dos seus exemplos que ``predictions (n,)`` acerta, e a média dessas frações.
+
+    Responder sempre a mesma classe dá ``1 / C`` (``C`` = classes em ``labels``),
+    qualquer que seja a proporção das classes no teste.
+    """
+    predictions, labels = _as_1d(predictions, "predictions"), _as_1d(labels, "labels")
+    if predictions.shape != labels.shape:
+        raise ValueError(
+            f"predictions {tuple(predictions.shape)} e labels {tuple(labels.shape)} devem ter "
+            "a mesma forma"
+        )
+    recalls = [(predictions[labels == k] == k).double().mean() for k in labels.unique()]
+    return float(torch.stack(recalls).mean())
