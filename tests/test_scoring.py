@@ -27,8 +27,8 @@ def test_sequence_loss_is_the_mean_next_token_cross_entropy():
     ids = torch.tensor([[3, 4, 5, 6, 7]])
     with torch.no_grad():
         expected = F.cross_entropy(model(ids)[0, :-1], ids[0, 1:])
-        assert tpt.sequence_loss(model, ids).shape == (1,)
-        assert abs(tpt.sequence_loss(model, ids).item() - expected.item()) <= 1e-12
+        assert tpt.sequence_loss(model(ids), ids).shape == (1,)
+        assert abs(tpt.sequence_loss(model(ids), ids).item() - expected.item()) <= 1e-12
 
 
 def test_sequence_loss_ignores_right_padding_and_masked_left_padding():
@@ -40,15 +40,16 @@ def test_sequence_loss_ignores_right_padding_and_masked_left_padding():
     right = torch.stack([torch.cat([x, x.new_full((t - len(x),), pad)]) for x in texts])
     left = torch.stack([torch.cat([x.new_full((t - len(x),), pad), x]) for x in texts])
     with torch.no_grad():
-        alone = torch.cat([tpt.sequence_loss(model, x[None]) for x in texts])
-        assert (tpt.sequence_loss(model, right) - alone).abs().max() <= 1e-12
-        masked = tpt.sequence_loss(model, left, key_padding_mask=left == pad)
+        alone = torch.cat([tpt.sequence_loss(model(x[None]), x[None]) for x in texts])
+        assert (tpt.sequence_loss(model(right), right) - alone).abs().max() <= 1e-12
+        masked = tpt.sequence_loss(model(left, key_padding_mask=left == pad), left)
         assert (masked - alone).abs().max() <= 1e-12
 
 
 def test_sequence_loss_keeps_the_gradient():
     model = _gpt(2).train()
-    tpt.sequence_loss(model, torch.tensor([[3, 4, 5]])).sum().backward()
+    ids = torch.tensor([[3, 4, 5]])
+    tpt.sequence_loss(model(ids), ids).sum().backward()
     assert model.embedding.weight.grad.abs().sum() > 0
 
 
@@ -89,11 +90,14 @@ def test_balanced_accuracy():
 @pytest.mark.parametrize(
     "call, error, match",
     [
-        (lambda: tpt.sequence_loss(_gpt(), torch.tensor([[3, 0, 0], [3, 4, 0]])), ValueError,
-         r"as linhas \[0\] de ids têm menos de 2 tokens"),
-        (lambda: tpt.sequence_loss(_gpt(), torch.ones(2, 3)), TypeError, "ids inteiros"),
-        (lambda: tpt.sequence_loss(torch.nn.Identity(), torch.ones(2, 3, dtype=torch.long)),
-         ValueError, r"logits \(b, t, V\)"),
+        (lambda: tpt.sequence_loss(torch.ones(2, 3, 5), torch.tensor([[3, 0, 0], [3, 4, 0]])),
+         ValueError, r"as linhas \[0\] de ids têm menos de 2 tokens"),
+        (lambda: tpt.sequence_loss(torch.ones(2, 3, 5), torch.ones(2, 3)), TypeError,
+         "ids inteiros"),
+        (lambda: tpt.sequence_loss(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)),
+         ValueError, r"logits deve ter forma \(b, t, V\)"),
+        (lambda: tpt.sequence_loss(torch.ones(2, 4, 5), torch.ones(2, 3, dtype=torch.long)),
+         ValueError, r"logits deve ter forma"),
         (lambda: tpt.fit_threshold(torch.ones(3), torch.tensor([0, 1])), ValueError, "mesma forma"),
         (lambda: tpt.fit_threshold(torch.ones(2), torch.tensor([0, 2])), ValueError,
          "só os inteiros 0 e 1"),

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 from tpt.classifier import last_token_index
 from tpt.tokenizer import PAD_ID
@@ -25,26 +25,31 @@ from tpt.tokenizer import PAD_ID
 __all__ = ["balanced_accuracy", "fit_threshold", "sequence_loss"]
 
 
-def sequence_loss(
-    model: nn.Module,
-    ids: Tensor,
-    pad_id: int = PAD_ID,
-    *,
-    key_padding_mask: Tensor | None = None,
-) -> Tensor:
-    """A perda do modelo de linguagem em cada sequência: ``ids (b, t)`` -> ``(b,)``.
+def sequence_loss(logits: Tensor, ids: Tensor, pad_id: int = PAD_ID) -> Tensor:
+    """A perda do modelo de linguagem em cada sequência: ``(b, t, V)``, ``(b, t)`` -> ``(b,)``.
 
-    A média, sobre as posições ``j`` em que ``ids[:, j]`` e ``ids[:, j + 1]`` são tokens
-    reais (não ``pad_id``), da entropia cruzada de prever o token ``j + 1`` (nats por
-    token). O primeiro token de cada sequência não é previsto (nada vem antes dele), e
+    ``logits`` são os de ``model(ids)``. A perda de uma sequência é a média, sobre as
+    posições ``i`` em que ``ids[:, i]`` e ``ids[:, i + 1]`` são tokens reais (não
+    ``pad_id``), da entropia cruzada que os logits da posição ``i`` dão ao token
+    ``i + 1`` (nats por token). O primeiro token não é previsto (nada vem antes dele), e
     nenhum ``<pad>`` entra, nem como entrada nem como alvo: a mesma sequência dá a mesma
-    perda com ``<pad>`` à direita ou sozinha; à esquerda, passe também
-    ``key_padding_mask=(ids == pad_id)``.
+    perda sozinha ou com ``<pad>`` à direita (à esquerda, se o modelo recebeu
+    ``key_padding_mask=(ids == pad_id)``).
 
-    ``model(ids)`` deve devolver logits ``(b, t, V)`` (um ``tpt.GPT``). Não desliga o
-    gradiente: para só pontuar, chame dentro de ``torch.no_grad()``.
+    Diferente de ``lm_loss``, que devolve uma média só para o lote inteiro. O gradiente
+    passa: para só pontuar, chame dentro de ``torch.no_grad()``.
     """
     last_token_index(ids, pad_id)  # confere ids (b, t) inteiros e linhas não vazias
+    if (
+        not isinstance(logits, Tensor)
+        or logits.dim() != 3
+        or tuple(logits.shape[:2]) != tuple(ids.shape)
+    ):
+        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
+        raise ValueError(
+            f"logits deve ter forma (b, t, V) com (b, t) = {tuple(ids.shape)} (os de ids); "
+            f"recebi {shape}"
+        )
     real = ids != pad_id  # (b, t)
     counted = real[:, :-1] & real[:, 1:]  # (b, t - 1): entrada e alvo reais
     count = counted.sum(dim=1)  # (b,)
@@ -54,19 +59,9 @@ def sequence_loss(
             f"as linhas {rows} de ids têm menos de 2 tokens reais seguidos: não há token "
             "previsto para pontuar"
         )
-    if key_padding_mask is None:
-        logits = model(ids)
-    else:
-        logits = model(ids, key_padding_mask=key_padding_mask)
-    if not isinstance(logits, Tensor) or logits.dim() != 3 or logits.shape[:2] != ids.shape:
-        shape = tuple(logits.shape) if isinstance(logits, Tensor) else type(logits).__name__
-        raise ValueError(
-            f"model(ids) deve devolver logits (b, t, V) com (b, t) = {tuple(ids.shape)}; "
-            f"devolveu {shape}"
-        )
-    targets = ids[:, 1:].masked_fill(~counted, -100)  # (b, t - 1)
+    targets = ids[:, 1:].to(logits.device).masked_fill(~counted.to(logits.device), -100)
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), targets, reduction="none")
-    return losses.sum(dim=1) / count.to(losses.dtype)  # (b,)
+    return losses.sum(dim=1) / count.to(losses.device, losses.dtype)  # (b,)
 
 
 def _as_1d(values: object, name: str) -> Tensor:

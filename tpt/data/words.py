@@ -61,8 +61,11 @@ def word_candidates(text: str, min_letters: int = 5) -> list[str]:
 
 def unseen_words(seen_text: str, new_text: str, min_letters: int = 5) -> list[str]:
     """As palavras candidatas de ``new_text`` (``word_candidates``) que não aparecem nenhuma
-    vez, em nenhuma grafia de maiúsculas, como palavra de ``seen_text``."""
-    seen = text_words(seen_text)
+    vez em ``seen_text``, em nenhuma grafia de maiúsculas e nem como pedaço de outra
+    palavra: ``"acerto"`` conta como vista num texto com ``"acertou"``."""
+    if not isinstance(seen_text, str):
+        raise TypeError(f"seen_text deve ser uma str; recebi {type(seen_text).__name__}")
+    seen = seen_text.lower()
     return [w for w in word_candidates(new_text, min_letters) if w not in seen]
 
 
