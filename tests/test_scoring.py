@@ -13,6 +13,7 @@ import torch.nn.functional as F
 import tpt
 
 LLAMA = dict(positional="rope", norm="rmsnorm", activation="swiglu")
+LONG4 = torch.ones(4, dtype=torch.long)
 
 
 def _gpt(seed: int = 0) -> tpt.GPT:
@@ -87,6 +88,29 @@ def test_balanced_accuracy():
     assert tpt.balanced_accuracy(predictions, labels) == pytest.approx((0.5 + 1 + 0) / 3)
 
 
+def test_linear_probe_separates_separable_classes_and_is_deterministic():
+    g = torch.Generator().manual_seed(0)
+    centers = torch.tensor([[3.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 3.0]])
+    labels = torch.arange(3).repeat(20)  # (60,)
+    points = centers[labels] + 0.3 * torch.randn(60, 3, generator=g)
+    test_labels = torch.arange(3).repeat(5)
+    test = centers[test_labels] + 0.3 * torch.randn(15, 3, generator=g)
+    predictions = tpt.linear_probe(points, labels, test)
+    assert predictions.shape == (15,) and predictions.dtype == torch.long
+    assert torch.equal(predictions, test_labels)
+    assert torch.equal(tpt.linear_probe(points, labels, test), predictions)
+    # Uma coluna constante (desvio zero) não quebra a padronização.
+    constant = torch.cat([points, torch.ones(60, 1)], dim=1)
+    assert torch.equal(tpt.linear_probe(constant, labels, torch.cat([test, torch.ones(15, 1)], 1)),
+                       test_labels)
+
+
+def test_linear_probe_with_gradients_off_outside():
+    points, labels = torch.randn(10, 2), torch.tensor([0, 1] * 5)
+    with torch.no_grad():
+        assert tpt.linear_probe(points, labels, points).shape == (10,)
+
+
 @pytest.mark.parametrize(
     "call, error, match",
     [
@@ -107,6 +131,14 @@ def test_balanced_accuracy():
         (lambda: tpt.fit_threshold(torch.ones(0), torch.ones(0, dtype=torch.long)), ValueError,
          r"vetor \(n,\)"),
         (lambda: tpt.balanced_accuracy(torch.ones(3), torch.ones(2)), ValueError, "mesma forma"),
+        (lambda: tpt.linear_probe(torch.ones(4), torch.ones(4, dtype=torch.long), torch.ones(2, 1)),
+         ValueError, r"train_features deve ser um tensor \(n, d\)"),
+        (lambda: tpt.linear_probe(torch.ones(4, 2), LONG4, torch.ones(2, 3)),
+         ValueError, "devem ser iguais"),
+        (lambda: tpt.linear_probe(torch.ones(4, 2), LONG4[:3], torch.ones(2, 2)),
+         ValueError, "3 rótulos para 4 exemplos"),
+        (lambda: tpt.linear_probe(torch.ones(2, 2), torch.tensor([0.0, 1.0]), torch.ones(2, 2)),
+         ValueError, "inteiros >= 0"),
     ],
 )
 def test_bad_inputs_raise_in_portuguese(call, error, match):

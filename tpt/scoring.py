@@ -1,6 +1,6 @@
 """Pontuar com o modelo de linguagem e medir classificadores.
 
-Ver notebooks/12_ajuste_fino.ipynb (seção 2).
+Ver notebooks/12_ajuste_fino.ipynb (seção 3).
 
 Um modelo de linguagem pré-treinado já dá uma nota a qualquer texto: a sua perda, a
 entropia cruzada média dos tokens, baixa no que se parece com o texto de pré-treino e alta
@@ -10,7 +10,9 @@ nos exemplos rotulados: abaixo dele, classe 1.
 - ``sequence_loss``: a perda média por token de cada sequência de um lote, ``(b,)``;
 - ``fit_threshold``: o limiar que mais acerta nos rótulos dados;
 - ``balanced_accuracy``: o acerto médio por classe, que não premia quem responde sempre
-  a classe mais comum (ela tira ``1 / C``).
+  a classe mais comum (ela tira ``1 / C``);
+- ``linear_probe``: uma regressão logística sobre características congeladas (os estados
+  ocultos de um modelo que não treina), a melhor cabeça linear que elas permitem.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from torch import Tensor
 from tpt.classifier import last_token_index
 from tpt.tokenizer import PAD_ID
 
-__all__ = ["balanced_accuracy", "fit_threshold", "sequence_loss"]
+__all__ = ["balanced_accuracy", "fit_threshold", "linear_probe", "sequence_loss"]
 
 
 def sequence_loss(logits: Tensor, ids: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -112,3 +114,61 @@ def balanced_accuracy(predictions: Tensor, labels: Tensor) -> float:
         )
     recalls = [(predictions[labels == k] == k).double().mean() for k in labels.unique()]
     return float(torch.stack(recalls).mean())
+
+
+def linear_probe(
+    train_features: Tensor,
+    train_labels: Tensor,
+    test_features: Tensor,
+    *,
+    l2: float = 1e-2,
+    max_iter: int = 300,
+) -> Tensor:
+    """Uma regressão logística ajustada em ``train_features (n, d)``, aplicada a
+    ``test_features (m, d)``: devolve as classes previstas ``(m,)``.
+
+    É a cabeça linear de um corpo **congelado**: como as características não mudam, basta
+    calculá-las uma vez e ajustar só a cabeça, até convergir (LBFGS, ``max_iter``
+    iterações), em vez de passar o corpo inteiro a cada passo. Cada coluna é padronizada
+    com a média e o desvio do treino, e ``l2 · ||W||²`` evita pesos enormes quando as
+    classes se separam. ``train_labels (n,)`` são inteiros ``0..C-1``. Roda na CPU, em
+    float64, e é determinística.
+    """
+    if not isinstance(train_features, Tensor) or train_features.dim() != 2:
+        raise ValueError("train_features deve ser um tensor (n, d)")
+    if not isinstance(test_features, Tensor) or test_features.dim() != 2:
+        raise ValueError("test_features deve ser um tensor (m, d)")
+    if test_features.shape[1] != train_features.shape[1]:
+        raise ValueError(
+            f"train_features tem d = {train_features.shape[1]} e test_features tem "
+            f"d = {test_features.shape[1]}: devem ser iguais"
+        )
+    labels = _as_1d(train_labels, "train_labels")
+    if labels.shape[0] != train_features.shape[0]:
+        raise ValueError(
+            f"train_labels tem {labels.shape[0]} rótulos para {train_features.shape[0]} exemplos"
+        )
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool or bool((labels < 0).any()):
+        raise ValueError("train_labels deve ter inteiros >= 0 (as classes 0..C-1)")
+    if not l2 >= 0:
+        raise ValueError(f"l2={l2} deve ser >= 0")
+    labels = labels.long()
+    num_classes = max(int(labels.max()) + 1, 2)
+    train = train_features.detach().cpu().double()
+    test = test_features.detach().cpu().double()
+    center, spread = train.mean(dim=0), train.std(dim=0, unbiased=False) + 1e-6
+    train, test = (train - center) / spread, (test - center) / spread
+    weights = torch.zeros(train.shape[1], num_classes, dtype=torch.float64, requires_grad=True)
+    bias = torch.zeros(num_classes, dtype=torch.float64, requires_grad=True)
+    optimizer = torch.optim.LBFGS([weights, bias], max_iter=max_iter)
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = F.cross_entropy(train @ weights + bias, labels) + l2 * weights.square().sum()
+        loss.backward()
+        return loss
+
+    with torch.enable_grad():
+        optimizer.step(closure)
+    with torch.no_grad():
+        return (test @ weights + bias).argmax(dim=1)  # (m,)

@@ -1,6 +1,6 @@
 """Palavras do corpus e pseudopalavras: a tarefa "palavra real ou pseudopalavra".
 
-Ver notebooks/12_ajuste_fino.ipynb (seção 2).
+Ver notebooks/12_ajuste_fino.ipynb (seção 3).
 
 Uma **pseudopalavra** é uma palavra com as letras de dentro embaralhadas (a primeira e a
 última ficam): "caminho" -> "cmianho". Ela tem as mesmas letras e o mesmo tamanho, mas
