@@ -745,3 +745,16 @@ def test_sequence_loss_refuses_the_library(capsys):
         "código pronto do tpt",
         "lm_loss (tpt/train.py)",
     )
+
+
+@pytest.mark.skipif(not hasattr(tpt, "sequence_loss"), reason="o tpt ainda não tem sequence_loss")
+def test_sequence_loss_refuses_a_future_tpt_sequence_loss(capsys):
+    """O nome combinado com o notebook 12 para uma perda por sequência na biblioteca
+    (``tpt.sequence_loss(logits, ids, pad_id)``): se ela existir, é código pronto."""
+    rejected(
+        ex.check_sequence_loss,
+        lambda lg, i, p: tpt.sequence_loss(lg, i, p),
+        capsys,
+        "código pronto do tpt",
+        "sequence_loss (tpt/",
+    )
