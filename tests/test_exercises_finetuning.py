@@ -257,7 +257,7 @@ def test_pool_hard_coded_pad_zero(capsys):
         return hidden[torch.arange(hidden.shape[0]), ((ids > pad_id) * positions).argmax(dim=1)]
 
     rejected(ex.check_last_token_pool, pad_zero, capsys, "pad_id = 2", "o id 0 como <pad>")
-    rejected(ex.check_last_token_pool, greater_than_pad, capsys, "pad_id = 2", "difere")
+    rejected(ex.check_last_token_pool, greater_than_pad, capsys, "pad_id = 2", "maiores que pad_id")
 
 
 def test_pool_gradient_and_rules(capsys):
@@ -399,8 +399,9 @@ def test_lora_wrong_answers(capsys):
     def alpha_only(x, weight, bias, A, B, alpha):
         return lora_two_products(x, weight, bias, A, B, alpha * A.shape[0])
 
-    def no_base(x, weight, bias, A, B, alpha):
-        return lora_two_products(x, torch.zeros_like(weight), bias, A, B, alpha)
+    def no_base(x, weight, bias, A, B, alpha):  # só a correção da LoRA (e o viés)
+        out = (alpha / A.shape[0]) * (x @ A.T) @ B.T
+        return out if bias is None else out + bias
 
     def no_bias(x, weight, bias, A, B, alpha):
         return lora_two_products(x, weight, None, A, B, alpha)
@@ -411,7 +412,7 @@ def test_lora_wrong_answers(capsys):
     rejected(ex.check_lora_forward, merged, capsys, "tamanho de W")
     rejected(ex.check_lora_forward, no_scale, capsys, "faltou a escala")
     rejected(ex.check_lora_forward, alpha_only, capsys, "sem dividir por r")
-    rejected(ex.check_lora_forward, no_base, capsys, "x Wᵀ")
+    rejected(ex.check_lora_forward, no_base, capsys, "faltou a saída da camada original")
     rejected(ex.check_lora_forward, no_bias, capsys, "viés")
     rejected(ex.check_lora_forward, detached, capsys, "`A`")
 
@@ -681,6 +682,14 @@ def test_sequence_loss_other_wrong_answers(capsys):
         return (losses * counted).sum() / counted.sum()
 
     rejected(ex.check_sequence_loss, token_mean, capsys, "média do lote inteiro", "forma (3,)")
+
+    def greater_than_pad(logits, ids, pad_id):  # "ids > pad_id" como token de verdade
+        real = ids > pad_id
+        keep = real[:, :-1] & real[:, 1:]
+        losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+        return (losses * keep).sum(1) / keep.sum(1)
+
+    rejected(ex.check_sequence_loss, greater_than_pad, capsys, "pad_id = 2", "maiores que pad_id")
     rejected(
         ex.check_sequence_loss,
         lambda lg, i, p: seq_reference(lg, i, p).mean(),
@@ -743,7 +752,7 @@ def test_sequence_loss_refuses_the_library(capsys):
         with_lm_loss,
         capsys,
         "código pronto do tpt",
-        "lm_loss (tpt/train.py)",
+        "lm_loss, de tpt/train.py",
     )
 
 
@@ -756,5 +765,5 @@ def test_sequence_loss_refuses_a_future_tpt_sequence_loss(capsys):
         lambda lg, i, p: tpt.sequence_loss(lg, i, p),
         capsys,
         "código pronto do tpt",
-        "sequence_loss (tpt/",
+        "sequence_loss, de tpt/",
     )

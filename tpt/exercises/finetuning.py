@@ -80,17 +80,21 @@ def _refuse_library(codes: set, where: str, what: str) -> None:
     perda por sequência): a função é reconhecida pelo arquivo do seu código, não pelo nome
     com que foi chamada.
     """
-    used = sorted(
-        {
-            f"{getattr(code, 'co_qualname', code.co_name)} ({path})"
-            for code in tuple(codes)
-            if (path := _tpt_library_file(code.co_filename)) is not None
-        }
-    )
-    expect(
-        not used,
-        f"{where}, sua função rodou código pronto do tpt ({', '.join(used)}): o exercício "
-        f"pede {what} escrito por você, com o PyTorch.",
+    found: dict[str, set[str]] = {}
+    for code in tuple(codes):
+        path = _tpt_library_file(code.co_filename)
+        if path is not None:
+            found.setdefault(path, set()).add(getattr(code, "co_qualname", code.co_name))
+    if not found:
+        return
+    shown = []
+    for path, names in sorted(found.items()):
+        # Os nomes públicos (os auxiliares internos só quando não há outro).
+        public = sorted(n for n in names if not any(p[:1] in "_<" for p in n.split(".")))
+        shown.append(f"{', '.join(public or sorted(names))}, de {path}")
+    raise ExerciseError(
+        f"{where}, sua função rodou código pronto do tpt ({'; '.join(shown)}): o exercício "
+        f"pede {what}, com o PyTorch."
     )
 
 
@@ -238,7 +242,7 @@ def check_instruction_labels(instruction_labels: Callable[[Tensor, Tensor, int],
                 where,
                 _LABELS_HINT,
             )
-        _refuse_library(codes, where, "o rótulo")
+        _refuse_library(codes, where, "os rótulos escritos por você")
         _expect_long(got, where)
         variants = [(why, _labels(ids, lengths, pad_id, **kw)) for why, kw in _LABELS_VARIANTS]
         if pad_id != 0:
@@ -273,6 +277,8 @@ def _pool(hidden: Tensor, ids: Tensor, pad_id: int, how: str = "last_real") -> T
     elif how == "first_pad":
         has_pad = (~real).any(dim=1)
         index = torch.where(has_pad, (~real).long().argmax(dim=1), torch.full((b,), t - 1))
+    elif how == "greater":
+        index = (positions * (ids > pad_id)).argmax(dim=1)
     elif how == "mean":
         weights = real.to(hidden.dtype)[..., None]
         return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1)
@@ -311,6 +317,10 @@ _POOL_VARIANTS = (
 )
 
 
+_POOL_GREATER = (
+    "você tomou como tokens de verdade só os ids maiores que pad_id: todo id diferente de "
+    "pad_id é um token (aqui os ids menores que ele também)."
+)
 _POOL_PAD_ZERO = (
     "você tratou o id 0 como <pad>: use o pad_id recebido (aqui o <pad> é outro id, e 0 é um "
     "token de verdade)."
@@ -368,10 +378,11 @@ def check_last_token_pool(last_token_pool: Callable[[Tensor, Tensor, int], Tenso
             got = call_answer(
                 last_token_pool, {"hidden": h, "ids": i, "pad_id": pad_id}, where, _POOL_HINT
             )
-        _refuse_library(codes, where, "a escolha do último token")
+        _refuse_library(codes, where, "a escolha do último token escrita por você")
         variants = [(why, _pool(h, i, pad_id, how)) for why, how in _POOL_VARIANTS]
         if pad_id != 0:
             variants.append((_POOL_PAD_ZERO, _pool(h, i, 0)))
+            variants.append((_POOL_GREATER, _pool(h, i, pad_id, "greater")))
         expect_close(got, _pool(h, i, pad_id), where, atol=1e-12, variants=variants)
     h, i = _pool_batch(gen, 3, 6, 4, 0, "esquerda")
     check_gradients(
@@ -565,7 +576,7 @@ def check_lora_forward(lora_forward: Callable[..., Tensor]) -> None:
         recorded: list = []
         with record_python_calls() as codes:
             got = call_answer(_recording(lora_forward, recorded), args, where, _LORA_HINT)
-        _refuse_library(codes, where, "o forward da LoRA")
+        _refuse_library(codes, where, "o forward da LoRA escrito por você")
         _expect_small(recorded[0].created, where, d_out, d_in, math.prod(lead) * d_out)
         variants = [(why, _lora(**args, **kw)) for why, kw in _lora_variants(alpha, r)]
         expect_close(got, _lora(**args), where, atol=1e-10, variants=variants)
@@ -617,7 +628,8 @@ def _seq_loss(
     ``shift``: 1 (a posição ``i`` prevê o token ``i + 1``), 0 (o próprio token) ou -1 (os
     logits da posição ``i + 1`` contra o token ``i``); ``mask``: quais posições contam
     (``both``: o token ``i`` e o ``i + 1`` não são ``<pad>``; ``target``: só o ``i + 1``;
-    ``input``: só o ``i``; ``none``: todas); ``divide``: ``count`` (a média), ``all`` (a
+    ``input``: só o ``i``; ``none``: todas; ``greater``: as dos ids maiores que
+    ``pad_id``); ``divide``: ``count`` (a média), ``all`` (a
     soma dividida por ``t - 1``) ou ``sum`` (sem dividir).
     """
     real = ids != pad_id  # (b, t)
@@ -630,6 +642,10 @@ def _seq_loss(
         scores, targets, inputs = logp[:, :-1], ids[:, :-1], real[:, :-1]
     losses = -scores.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (b, t - 1)
     target_real = targets != pad_id
+    if mask == "greater":  # "token de verdade" = id maior que o pad_id
+        real = ids > pad_id
+        inputs, target_real = real[:, :-1], real[:, 1:]
+        mask = "both"
     counted = {
         "both": inputs & target_real,
         "target": target_real,
@@ -697,6 +713,10 @@ _SEQ_VARIANTS = (
 _SEQ_BITS = (
     "a perda está em bits (dividida por ln 2): o exercício pede nats, a unidade da "
     "F.cross_entropy e do tpt.lm_loss."
+)
+_SEQ_GREATER = (
+    "você tomou como tokens de verdade só os ids maiores que pad_id: todo id diferente de "
+    "pad_id é um token (aqui os ids menores que ele também)."
 )
 _SEQ_PAD_ZERO = (
     "o id 0 foi tratado como <pad>: use o pad_id recebido (aqui o <pad> é outro id, e 0 é um "
@@ -817,13 +837,14 @@ def check_sequence_loss(sequence_loss: Callable[[Tensor, Tensor, int], Tensor]) 
             got = call_answer(
                 sequence_loss, {"logits": lg, "ids": i, "pad_id": pad_id}, where, _SEQ_HINT
             )
-        _refuse_library(codes, where, "a perda de cada sequência")
+        _refuse_library(codes, where, "a perda de cada sequência escrita por você")
         _expect_per_sequence(got, lg, i, pad_id, where)
         atol = 1e-9 if lg.dtype == torch.float64 else 1e-5
         variants = [(why, _seq_loss(lg, i, pad_id, **kw)) for why, kw in _SEQ_VARIANTS]
         variants.append((_SEQ_BITS, _seq_loss(lg, i, pad_id) / math.log(2)))
         if pad_id != 0:
             variants.append((_SEQ_PAD_ZERO, _seq_loss(lg, i, 0)))
+            variants.append((_SEQ_GREATER, _seq_loss(lg, i, pad_id, mask="greater")))
         _expect_float32_explained(got, lg, i, pad_id, where, atol)
         expect_close(got, _seq_loss(lg, i, pad_id), where, atol=atol, variants=variants)
     lg, i = _seq_batch(gen, 3, 6, 7, 1, "esquerda")
