@@ -111,6 +111,34 @@ def test_linear_probe_with_gradients_off_outside():
         assert tpt.linear_probe(points, labels, points).shape == (10,)
 
 
+def test_bootstrap_interval_resamples_whole_groups():
+    groups = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    seen = []
+
+    def statistic(index):
+        seen.append(index)
+        return float(index.double().mean())
+
+    low, high = tpt.bootstrap_interval(statistic, groups, reps=50, seed=1)
+    assert len(seen) == 50 and low <= high
+    for index in seen:
+        assert len(index) == 8  # 4 grupos sorteados, 2 itens cada
+        assert torch.equal(index.view(-1, 2) // 2, (index.view(-1, 2) // 2)[:, :1].expand(-1, 2))
+    again = tpt.bootstrap_interval(lambda i: float(i.double().mean()), groups, reps=50, seed=1)
+    assert (low, high) == again
+
+
+def test_bootstrap_interval_of_a_mean_matches_its_spread():
+    g = torch.Generator().manual_seed(0)
+    hits = (torch.rand(400, generator=g) < 0.7).double()  # acertos de 400 itens independentes
+    low, high = tpt.bootstrap_interval(lambda i: hits[i].mean().item(), torch.arange(400))
+    spread = (0.7 * 0.3 / 400) ** 0.5  # o desvio-padrão da média
+    assert low < hits.mean() < high
+    assert 2.5 * spread < high - low < 4 * spread  # 90%: cerca de 3,3 desvios de largura
+    # Um valor constante não tem incerteza.
+    assert tpt.bootstrap_interval(lambda i: 1.0, torch.arange(5), reps=10) == (1.0, 1.0)
+
+
 @pytest.mark.parametrize(
     "call, error, match",
     [
@@ -131,6 +159,9 @@ def test_linear_probe_with_gradients_off_outside():
         (lambda: tpt.fit_threshold(torch.ones(0), torch.ones(0, dtype=torch.long)), ValueError,
          r"vetor \(n,\)"),
         (lambda: tpt.balanced_accuracy(torch.ones(3), torch.ones(2)), ValueError, "mesma forma"),
+        (lambda: tpt.bootstrap_interval(1.0, torch.arange(3)), TypeError, "statistic"),
+        (lambda: tpt.bootstrap_interval(len, torch.arange(3), reps=1), ValueError, "reps=1"),
+        (lambda: tpt.bootstrap_interval(len, torch.arange(3), level=90), ValueError, "level=90"),
         (lambda: tpt.linear_probe(torch.ones(4), torch.ones(4, dtype=torch.long), torch.ones(2, 1)),
          ValueError, r"train_features deve ser um tensor \(n, d\)"),
         (lambda: tpt.linear_probe(torch.ones(4, 2), LONG4, torch.ones(2, 3)),

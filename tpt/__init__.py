@@ -28,7 +28,8 @@ módulo                   notebook
 ``tpt.classifier``       12_ajuste_fino (``GPTClassifier``, ``last_token_index``)
 ``tpt.lora``             12_ajuste_fino (``LoRALinear``, ``add_lora``, ``merge_lora``)
 ``tpt.scoring``          12_ajuste_fino (``sequence_loss``, ``fit_threshold``,
-                         ``balanced_accuracy``, ``linear_probe``)
+                         ``balanced_accuracy``, ``linear_probe``,
+                         ``bootstrap_interval``)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -74,7 +75,13 @@ from tpt.positional import (
     pe_rotation,
     sinusoidal_encoding,
 )
-from tpt.scoring import balanced_accuracy, fit_threshold, linear_probe, sequence_loss
+from tpt.scoring import (
+    balanced_accuracy,
+    bootstrap_interval,
+    fit_threshold,
+    linear_probe,
+    sequence_loss,
+)
 from tpt.tokenizer import (
     BOS_ID,
     EOS_ID,
@@ -167,6 +174,7 @@ __all__ = [
     "fit_threshold",
     "balanced_accuracy",
     "linear_probe",
+    "bootstrap_interval",
     # dados, treino e geração
     "number_to_words",
     "NumberVocab",

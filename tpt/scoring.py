@@ -12,10 +12,14 @@ nos exemplos rotulados: abaixo dele, classe 1.
 - ``balanced_accuracy``: o acerto médio por classe, que não premia quem responde sempre
   a classe mais comum (ela tira ``1 / C``);
 - ``linear_probe``: uma regressão logística sobre características congeladas (os estados
-  ocultos de um modelo que não treina), a melhor cabeça linear que elas permitem.
+  ocultos de um modelo que não treina), a melhor cabeça linear que elas permitem;
+- ``bootstrap_interval``: o intervalo de uma medida reamostrando o teste (grupos inteiros,
+  com reposição), para saber quanto dela é sorte do sorteio.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -24,7 +28,13 @@ from torch import Tensor
 from tpt.classifier import last_token_index
 from tpt.tokenizer import PAD_ID
 
-__all__ = ["balanced_accuracy", "fit_threshold", "linear_probe", "sequence_loss"]
+__all__ = [
+    "balanced_accuracy",
+    "bootstrap_interval",
+    "fit_threshold",
+    "linear_probe",
+    "sequence_loss",
+]
 
 
 def sequence_loss(logits: Tensor, ids: Tensor, pad_id: int = PAD_ID) -> Tensor:
@@ -172,3 +182,40 @@ def linear_probe(
         optimizer.step(closure)
     with torch.no_grad():
         return (test @ weights + bias).argmax(dim=1)  # (m,)
+
+
+def bootstrap_interval(
+    statistic: Callable[[Tensor], float],
+    groups: Tensor,
+    *,
+    reps: int = 1000,
+    level: float = 0.9,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """O intervalo de ``level`` (padrão 90%) de uma medida, reamostrando o teste.
+
+    ``groups (n,)`` dá o grupo de cada item do teste (itens que acertam ou erram juntos:
+    os parágrafos de um mesmo texto, uma palavra e a sua pseudopalavra). Cada repetição
+    sorteia, com reposição, tantos grupos quantos existem, e chama ``statistic(index)``
+    com os índices ``(m,)`` dos itens sorteados (repetidos quando o grupo sai mais de uma
+    vez); o intervalo vai dos quantis ``(1 - level) / 2`` a ``(1 + level) / 2`` dos
+    ``reps`` valores. Determinístico para o mesmo ``seed``.
+    """
+    if not callable(statistic):
+        raise TypeError("statistic deve ser uma função índices -> número")
+    groups = _as_1d(groups, "groups")
+    if isinstance(reps, bool) or not isinstance(reps, int) or reps < 2:
+        raise ValueError(f"reps={reps!r} deve ser um inteiro >= 2")
+    if not 0 < level < 1:
+        raise ValueError(f"level={level!r} deve estar entre 0 e 1 (ex.: 0.9 para 90%)")
+    names, members = groups.unique(return_inverse=True)
+    rows = [(members == g).nonzero().flatten() for g in range(len(names))]  # os itens de cada grupo
+    generator = torch.Generator().manual_seed(seed)
+    values = []
+    for _ in range(reps):
+        picked = torch.randint(len(rows), (len(rows),), generator=generator).tolist()
+        values.append(float(statistic(torch.cat([rows[g] for g in picked]))))
+    low, high = torch.tensor(values, dtype=torch.float64).quantile(
+        torch.tensor([(1 - level) / 2, (1 + level) / 2], dtype=torch.float64)
+    )
+    return float(low), float(high)
