@@ -1,6 +1,8 @@
 # Transformers do zero — os comandos do curso.
 #   make notebooks   executa todos os notebooks em ordem (papermill), regravando as saídas
 #   make test        testes do pacote tpt (pytest) + notebooks (nbval)
+#   make seeds       os notebooks com outras sementes: lista os vereditos que mudaram
+#                    (NB=05_codificacao_posicional.ipynb SEEDS="1 2 3"; padrão: todos, 1 e 2)
 #   make test-kernels os notebooks (nbval) com outros núcleos de CPU do PyTorch
 #   make test-compat os mesmos testes no Python/torch do Colab, nos pisos e no torch mais novo
 #   make lab         abre o JupyterLab
@@ -44,7 +46,7 @@ ISOLATED_ENV := JUPYTER_CONFIG_DIR=$(CACHE)/jupyter/config \
 NBVAL_FLAGS := --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
 XDIST ?= -n 2 --dist loadscope
 
-.PHONY: venv test test-tpt test-notebooks test-kernels test-compat notebooks lab bench lint spellcheck clean constraints fork site test-site site-screenshots release release-check turma corrigir nbgrader test-nbgrader
+.PHONY: venv test test-tpt test-notebooks test-kernels seeds test-compat notebooks lab bench lint spellcheck clean constraints fork site test-site site-screenshots release release-check turma corrigir nbgrader test-nbgrader
 
 venv: $(STAMP)
 
@@ -79,6 +81,13 @@ test-compat:
 
 notebooks: $(STAMP)
 	$(ISOLATED_ENV) $(PY) scripts/run_notebooks.py $(NB)
+
+# Os vereditos (linhas com True/False) valem em qualquer semente? Roda cada notebook com as
+# sementes SEEDS e compara com a execução guardada (scripts/seed_check.py). Demora: uma
+# execução por notebook e semente; não roda na CI.
+SEEDS ?= 1 2
+seeds: $(STAMP)
+	$(ISOLATED_ENV) $(PY) scripts/seed_check.py $(NB) --seeds $(SEEDS)
 
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab notebooks

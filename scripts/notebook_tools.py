@@ -9,6 +9,7 @@ import configparser
 import copy
 import hashlib
 import re
+import resource
 from pathlib import Path
 
 import nbformat
@@ -21,8 +22,8 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 LANGUAGE_INFO_KEYS = ("name", "codemirror_mode", "file_extension", "mimetype", "pygments_lexer")
 VOLATILE_CELL_KEYS = ("papermill", "execution", "collapsed", "scrolled")
 IGNORE_MARKERS = ("NBVAL_IGNORE_OUTPUT", "NBVAL_SKIP")
-# Tag de célula: a figura mostra SÓ tempos (muda a cada execução sem que os dados mudem).
-# Só nessas a regravação guarda a imagem anterior quando o texto, sanitizado, é o mesmo.
+# Tag de célula: a figura mostra só tempos (muda a cada execução sem que os dados mudem).
+# Só nessas a comparação da regravação ignora a imagem (ver `equivalent_run`).
 TIMING_FIGURE_TAG = "grafico-de-tempos"
 # Nessas células, a regravação anota o código que desenhou a imagem guardada (um resumo
 # do texto da célula): se o código mudou desde então, a imagem velha não é reaproveitada,
@@ -117,25 +118,53 @@ def source_digest(cell) -> str:
     return hashlib.sha256(cell.source.encode("utf-8")).hexdigest()[:16]
 
 
-def normalize(nb, previous=None):
-    """Remove metadados voláteis do papermill e reaproveita saídas equivalentes.
+def _same_outputs(old, cell, patterns) -> bool:
+    """As saídas de `old` e `cell` (o mesmo id e o mesmo código) só diferem em partes voláteis.
 
-    Se `previous` (a versão anterior do notebook) tiver uma célula com o mesmo id, o
-    mesmo código e saídas que só diferem em partes voláteis (tempos, ids de widgets),
-    mantemos as saídas anteriores: assim duas reconstruções seguidas não deixam diff no
-    git. As imagens entram na comparação: uma figura cujos dados mudaram é sempre
-    refeita, mesmo numa célula ignorada pelo nbval. A única exceção são as células com a
-    tag ``grafico-de-tempos`` (a figura só mostra tempos, que mudam a cada execução):
-    nelas a imagem anterior fica se o texto sanitizado for o mesmo e se ela foi desenhada
-    pelo mesmo código (o resumo anotado em ``fonte_da_figura``).
+    As imagens entram na comparação: uma figura cujos dados mudaram conta como mudança, mesmo
+    numa célula ignorada pelo nbval. A exceção são as células com a tag ``grafico-de-tempos``
+    (a figura só mostra tempos) cuja imagem guardada foi desenhada pelo mesmo código (o resumo
+    anotado em ``fonte_da_figura``).
+    """
+    timing = is_volatile(cell) and is_timing_figure(cell)
+    drawn_by_same_code = old.metadata.get(FIGURE_SOURCE_KEY) == source_digest(cell)
+    keep_image = timing and drawn_by_same_code
+    return _sanitized_outputs(old.outputs, patterns, ignore_images=keep_image) == (
+        _sanitized_outputs(cell.outputs, patterns, ignore_images=keep_image)
+    )
+
+
+def equivalent_run(nb, previous) -> bool:
+    """A execução nova (`nb`) equivale à guardada (`previous`).
+
+    Mesmas células de código (ids e código, na mesma ordem) e saídas que só diferem em partes
+    voláteis (tempos, taxas, endereços).
+    """
+    patterns = sanitize_patterns()
+    new_code = [c for c in nb.cells if c.cell_type == "code"]
+    old_code = [c for c in previous.cells if c.cell_type == "code"]
+    if [(c.get("id"), c.source) for c in new_code] != [(c.get("id"), c.source) for c in old_code]:
+        return False
+    pairs = zip(old_code, new_code, strict=True)
+    return all(_same_outputs(old, cell, patterns) for old, cell in pairs)
+
+
+def normalize(nb, previous=None):
+    """Remove metadados voláteis do papermill e decide, **tudo ou nada**, de que execução vêm as
+    saídas.
+
+    Se a execução nova equivale à guardada (`previous`, a versão anterior do notebook; ver
+    `equivalent_run`), o notebook fica com **todas** as saídas guardadas: duas regravações
+    seguidas não deixam diff no git. Se qualquer célula mudou de verdade (um número, uma figura,
+    o código), o notebook fica com **todas** as saídas novas. Nunca se misturam: o texto que uma
+    célula imprime e a figura que outra desenha dos mesmos números vêm sempre da mesma execução
+    (uma tabela de tempos guardada ao lado de uma figura refeita mostrava duas medições).
     """
     nb.metadata.pop("papermill", None)
     nb.metadata.pop("widgets", None)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     info = nb.metadata.get("language_info", {})
     nb.metadata["language_info"] = {k: info[k] for k in LANGUAGE_INFO_KEYS if k in info}
-    patterns = sanitize_patterns()
-    old_cells = {c.get("id"): c for c in previous.cells} if previous is not None else {}
     for cell in nb.cells:
         for key in VOLATILE_CELL_KEYS:
             cell.metadata.pop(key, None)
@@ -145,23 +174,32 @@ def normalize(nb, previous=None):
             cell.id = "injected-parameters"
         if cell.cell_type != "code":
             continue
+        cell.outputs = merge_streams(cell.outputs)
+    keep_previous = previous is not None and equivalent_run(nb, previous)
+    old_code = iter([c for c in previous.cells if c.cell_type == "code"]) if keep_previous else None
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        if keep_previous:
+            old = next(old_code)
+            cell.outputs = old.outputs
+            cell.execution_count = old.get("execution_count")
+        # A imagem guardada de uma figura de tempos foi desenhada por este código.
         if is_timing_figure(cell):
             cell.metadata[FIGURE_SOURCE_KEY] = source_digest(cell)
         else:
             cell.metadata.pop(FIGURE_SOURCE_KEY, None)
-        cell.outputs = merge_streams(cell.outputs)
-        old = old_cells.get(cell.get("id"))
-        if old is None or old.cell_type != "code" or old.source != cell.source:
-            continue
-        timing = is_volatile(cell) and is_timing_figure(cell)
-        drawn_by_same_code = old.metadata.get(FIGURE_SOURCE_KEY) == source_digest(cell)
-        keep_image = timing and drawn_by_same_code
-        same = _sanitized_outputs(old.outputs, patterns, ignore_images=keep_image) == (
-            _sanitized_outputs(cell.outputs, patterns, ignore_images=keep_image)
-        )
-        if same:
-            cell.outputs = old.outputs
     return nb
+
+
+def children_cpu() -> float:
+    """Tempo de CPU (user + sys, s) dos processos filhos já encerrados: o kernel de cada notebook.
+
+    Medir o notebook pelo relógio engana numa máquina compartilhada (a carga muda o tempo 3×);
+    o tempo de CPU do kernel quase não muda com a carga.
+    """
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def read(path: Path):

@@ -23,8 +23,18 @@ from pathlib import Path
 import papermill
 from traitlets.config import Config
 
+from tpt import fmt
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from notebook_tools import NOTEBOOKS, ROOT, course_notebooks, normalize, read, write  # noqa: E402
+from notebook_tools import (  # noqa: E402
+    NOTEBOOKS,
+    ROOT,
+    children_cpu,
+    course_notebooks,
+    normalize,
+    read,
+    write,
+)
 
 
 def _value(text: str):
@@ -60,12 +70,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     params = {name: _value(value) for name, value in args.p}
     failures = ROOT / ".cache" / "falhas"
-    total = 0.0
+    total = total_cpu = 0.0
     for path in paths:
         previous = read(path)
         with tempfile.TemporaryDirectory() as tmp:
             out = Path(tmp) / path.name
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), children_cpu()
             try:
                 papermill.execute_notebook(
                     str(path),
@@ -83,11 +93,12 @@ def main(argv: list[str] | None = None) -> int:
                     out.replace(failures / path.name)
                 print(f"FALHOU {path.name}: {type(exc).__name__}; veja {failures / path.name}")
                 return 1
-            elapsed = time.perf_counter() - start
+            elapsed, cpu = time.perf_counter() - start, children_cpu() - cpu_start
             total += elapsed
+            total_cpu += cpu
             write(normalize(read(out), previous), path)
-        print(f"{path.name}: {elapsed:.1f} s")
-    print(f"total: {total:.1f} s")
+        print(f"{path.name}: {fmt(elapsed, 1)} s de relógio, {fmt(cpu, 1)} s de CPU (kernel)")
+    print(f"total: {fmt(total, 1)} s de relógio, {fmt(total_cpu, 1)} s de CPU (kernel)")
     return 0
 
 

@@ -3,6 +3,7 @@ dos núcleos de CPU de `make test-kernels` (issue 16)."""
 
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
@@ -157,3 +158,137 @@ def test_timing_figure_tag_is_used_only_on_cells_ignored_by_nbval():
         if is_timing_figure(cell) and not is_volatile(cell)
     ]
     assert not wrong, f"tag grafico-de-tempos em célula comparada pelo nbval: {wrong}"
+
+
+# --- Texto e figura sempre da mesma execução (issue 38) -------------------------------
+
+
+def _print_cell(seconds: str, cell_id: str = "tabela"):
+    cell = nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(tempos)", id=cell_id)
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"cache: {seconds} s\n")]
+    return cell
+
+
+def _rebuild_notebook(old_cells, new_cells):
+    from notebook_tools import normalize
+
+    previous = nbformat.v4.new_notebook(cells=old_cells)
+    fresh = nbformat.v4.new_notebook(cells=new_cells)
+    return normalize(fresh, previous).cells
+
+
+def test_a_table_printed_in_one_cell_and_drawn_in_another_come_from_the_same_run():
+    # O caso do 09 (c63 imprime os tempos, c64 os desenha): a figura mudou de verdade, então a
+    # tabela, que só mudou nos tempos (sanitizados), também vem da execução nova.
+    cells = _rebuild_notebook(
+        [_print_cell("1,5"), _figure_cell("FIGURA-VELHA", "1,5")],
+        [_print_cell("2,7"), _figure_cell("FIGURA-NOVA", "2,7")],
+    )
+    assert "2,7" in cells[0].outputs[0]["text"]
+    assert cells[1].outputs[1]["data"]["image/png"] == "FIGURA-NOVA"
+
+
+def test_a_real_change_anywhere_refreshes_every_volatile_output():
+    # Um número conferido mudou numa célula: as saídas de tempos, em outras células, não ficam
+    # da execução anterior.
+    checked_old = nbformat.v4.new_code_cell("print(acerto)", id="acerto")
+    checked_old.outputs = [nbformat.v4.new_output("stream", name="stdout", text="acerto: 0,90\n")]
+    checked_new = copy.deepcopy(checked_old)
+    checked_new.outputs[0]["text"] = "acerto: 0,91\n"
+    cells = _rebuild_notebook(
+        [_print_cell("1,5"), checked_old], [_print_cell("2,7"), checked_new]
+    )
+    assert "2,7" in cells[0].outputs[0]["text"]
+    assert "0,91" in cells[1].outputs[0]["text"]
+
+
+def test_an_edited_cell_refreshes_the_whole_notebook():
+    new_print = _print_cell("2,7", "b")
+    new_print.source += "\nprint('mais uma linha')"
+    cells = _rebuild_notebook(
+        [_print_cell("1,5", "a"), _print_cell("1,5", "b")],
+        [_print_cell("2,7", "a"), new_print],
+    )
+    assert all("2,7" in c.outputs[0]["text"] for c in cells)
+
+
+def test_equivalent_runs_keep_every_previous_output_and_markdown_edits_do_not_matter():
+    old = [nbformat.v4.new_markdown_cell("texto antigo"), _print_cell("1,5"),
+           _figure_cell("FIGURA", "1,5")]
+    new = [nbformat.v4.new_markdown_cell("texto novo"), _print_cell("2,7"),
+           _figure_cell("FIGURA", "2,7")]
+    cells = _rebuild_notebook(old, new)
+    assert cells[0].source == "texto novo"
+    assert "1,5" in cells[1].outputs[0]["text"] and "1,5" in cells[2].outputs[0]["text"]
+
+
+def test_a_rebuild_of_a_real_notebook_with_a_changed_timing_keeps_nothing_from_the_old_run():
+    from notebook_tools import course_notebooks, normalize
+
+    path = next(p for p in course_notebooks() if p.name.startswith("09"))
+    stored = nbformat.read(path, as_version=4)
+    fresh = copy.deepcopy(stored)
+    volatile = [c for c in fresh.cells if c.cell_type == "code" and c.outputs]
+    volatile[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="mudou\n")]
+    expected = [c.outputs for c in copy.deepcopy(fresh).cells if c.cell_type == "code"]
+    rebuilt = normalize(fresh, stored)
+    assert [c.outputs for c in rebuilt.cells if c.cell_type == "code"] == expected
+    # E a mesma execução de novo: nada muda.
+    assert normalize(copy.deepcopy(stored), stored).cells == stored.cells
+
+
+# --- O script de sementes (issue 38) ---------------------------------------------------
+
+
+def _verdict_notebook(lines_by_cell: dict[str, list[str]]):
+    cells = []
+    for cell_id, lines in lines_by_cell.items():
+        cell = nbformat.v4.new_code_cell("print(...)", id=cell_id)
+        cell.outputs = [
+            nbformat.v4.new_output("stream", name="stdout", text="".join(f"{ln}\n" for ln in lines))
+        ]
+        cells.append(cell)
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# título"), *cells])
+
+
+def test_seed_check_compares_the_verdicts_not_the_numbers_beside_them():
+    import seed_check
+
+    stored = _verdict_notebook({
+        "a": ["acerto 0,93 acima de 0,8: True", "texto sem veredito 0,5"],
+        "b": ["x: True | y: False"],
+    })
+    same = _verdict_notebook({"a": ["acerto 0,97 acima de 0,8: True"], "b": ["x: True | y: False"]})
+    injected = nbformat.v4.new_code_cell("seed = 1", id="injected-parameters")
+    injected.metadata["tags"] = ["injected-parameters"]
+    injected.outputs = [nbformat.v4.new_output("stream", name="stdout", text="False\n")]
+    same.cells.insert(1, injected)  # a célula que o papermill injeta não conta
+    assert seed_check.compare(stored, same) == (2, [])
+
+    flipped = _verdict_notebook({"a": ["acerto 0,78 acima de 0,8: False"], "b": ["x: True"]})
+    total, changes = seed_check.compare(stored, flipped)
+    assert total == 2
+    assert [(c.cell, c.stored, c.new) for c in changes] == [
+        (1, "acerto 0,93 acima de 0,8: True", "acerto 0,78 acima de 0,8: False"),
+        (2, "x: True | y: False", "x: True"),
+    ]
+
+
+def test_seed_check_reports_missing_and_extra_verdict_lines():
+    import seed_check
+
+    stored = _verdict_notebook({"a": ["um: True", "dois: True"]})
+    fewer = _verdict_notebook({"a": ["um: True"], "c": ["novo: True"]})
+    _, changes = seed_check.compare(stored, fewer)
+    assert [(c.stored, c.new) for c in changes] == [("dois: True", None), (None, "novo: True")]
+    assert "2 veredito(s) mudaram" in seed_check.report(
+        [seed_check.Run("x.ipynb", 1, verdicts=2, changes=changes)]
+    )
+
+
+def test_seed_check_refuses_seed_as_a_plain_parameter(capsys):
+    import seed_check
+
+    assert seed_check.main(["06_mascaras.ipynb", "-p", "seed", "3"]) == 2
+    assert "--seeds" in capsys.readouterr().err
+    assert seed_check.main(["99_nada.ipynb"]) == 2

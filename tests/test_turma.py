@@ -18,6 +18,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from tpt.turma.__main__ import main as turma_main
 from tpt.turma.__main__ import parse_memory
 from tpt.turma.copies import student_notebook
 from tpt.turma.course import PENDING_MARK, is_check_cell, load_course
@@ -75,11 +76,7 @@ def test_student_copy_has_no_solution(stem, tmp_path):
 
 
 def test_copies_command_writes_every_notebook(tmp_path):
-    subprocess.run(
-        [sys.executable, "-m", "tpt.turma", "copias", str(tmp_path / "turma")],
-        check=True,
-        capture_output=True,
-    )
+    assert turma_main(["copias", str(tmp_path / "turma")]) == 0
     names = sorted(p.name for p in (tmp_path / "turma").glob("*.ipynb"))
     assert names == sorted(c.path.name for c in COURSE.values())
 
@@ -266,14 +263,10 @@ def test_outputs_and_submissions(graded):
     assert (out / "vazio.html").exists()
 
 
-def test_output_inside_submissions_is_refused(tmp_path):
+def test_output_inside_submissions_is_refused(tmp_path, capsys):
     (tmp_path / "aluno").mkdir()
-    done = subprocess.run(
-        [sys.executable, "-m", "tpt.turma", "corrigir", str(tmp_path), "-o", str(tmp_path / "c")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 2 and "dentro das entregas" in done.stderr
+    assert turma_main(["corrigir", str(tmp_path), "-o", str(tmp_path / "c")]) == 2
+    assert "dentro das entregas" in capsys.readouterr().err
 
 
 def test_child_has_a_cpu_limit_that_outlives_the_parent():
@@ -291,17 +284,42 @@ def test_child_has_a_cpu_limit_that_outlives_the_parent():
     assert [int(x) for x in out] == [40, 45]
 
 
-def _grade(entregas: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "tpt.turma", "corrigir", str(entregas), "-o", str(out)]
-        + ["--tempo", "120", "--memoria", "3G", "--sem-barra", *extra],
-        capture_output=True,
-        text=True,
-        timeout=900,
+def _grade(entregas: Path, out: Path, *extra: str) -> int:
+    """`python -m tpt.turma corrigir`, no mesmo processo (a correção em si é a do teste)."""
+    return turma_main(
+        ["corrigir", str(entregas), "-o", str(out), "--tempo", "120", "--memoria", "3G",
+         "--sem-barra", *extra]
     )
 
 
-def test_one_assignment_at_a_time(tmp_path):
+@pytest.fixture
+def shared_grading(graded, monkeypatch):
+    """A correção de cada notebook vem da turma já corrigida (o aluno `referencia`).
+
+    Os testes da seleção de notebooks (o que é corrigido, o que vira "não entregue", o que
+    sai no CSV e nas páginas) não precisam corrigir de novo as mesmas soluções de referência:
+    a correção de verdade (processo filho, limites, conferências) é a da fixture `graded`.
+    Devolve os notebooks que a correção pediu, na ordem.
+    """
+    from tpt.turma import grading
+
+    asked: list[str] = []
+
+    def from_shared_class(course, submission, limits):
+        asked.append(course.stem)
+        rows = [r for r in graded["rows"]
+                if r["aluno"] == "referencia" and r["notebook"] == course.stem]
+        return [
+            grading.Row(submission.student, course.stem, int(r["exercicio"]), int(r["pontos"]),
+                        int(r["maximo"]), r["situacao"], r["mensagem"])
+            for r in rows
+        ]
+
+    monkeypatch.setattr(grading, "grade_submission", from_shared_class)
+    return asked
+
+
+def test_one_assignment_at_a_time(tmp_path, shared_grading, capsys):
     """Só entregas do 06_mascaras: a correção fala só dele (CSV, resumo e páginas)."""
     stem = "06_mascaras"
     masks = COURSE[stem]
@@ -314,8 +332,8 @@ def test_one_assignment_at_a_time(tmp_path):
         },
     )
     out = tmp_path / "correcao"
-    done = _grade(entregas, out)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert _grade(entregas, out) == 0
+    assert shared_grading == [stem]  # só a entrega da ana, só o 06
     with open(out / "notas.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
     n = len(masks.exercises)
@@ -338,8 +356,8 @@ def test_one_assignment_at_a_time(tmp_path):
 
     # --notebook: exatamente os nomeados (aqui um que ninguém entregou) e nome inválido.
     other = tmp_path / "outra"
-    done = _grade(entregas, other, "--notebook", "01_tokens")
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert _grade(entregas, other, "--notebook", "01_tokens") == 0
+    assert shared_grading == [stem]  # ninguém entregou o 01: nada a corrigir
     with open(other / "notas.csv", encoding="utf-8", newline="") as file:
         rows = list(csv.DictReader(file))
     assert {r["notebook"] for r in rows} == {"01_tokens"}
@@ -348,5 +366,5 @@ def test_one_assignment_at_a_time(tmp_path):
     assert "06_mascaras: entregue, mas fora desta correção" in (other / "ana.html").read_text(
         encoding="utf-8"
     )
-    done = _grade(entregas, tmp_path / "nada", "--notebook", "06_mascara")
-    assert done.returncode == 2 and "'06_mascara' não é um notebook do curso" in done.stderr
+    assert _grade(entregas, tmp_path / "nada", "--notebook", "06_mascara") == 2
+    assert "'06_mascara' não é um notebook do curso" in capsys.readouterr().err
