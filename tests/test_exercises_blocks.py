@@ -260,8 +260,29 @@ def fold_parameters(norm, linear):
     return new
 
 
+def fold_clone(norm, linear):
+    new = nn.Linear(linear.in_features, linear.out_features, dtype=linear.weight.dtype)
+    new.weight = nn.Parameter(linear.weight.detach().clone() * norm.weight.detach())
+    new.bias = nn.Parameter((linear.weight @ _beta(norm) + _bias(linear)).detach().clone())
+    return new
+
+
+def _is_fresh(norm) -> bool:
+    """γ = 1 e β = 0: a norma como sai do construtor."""
+    return bool((norm.weight == 1).all()) and bool((_beta(norm) == 0).all())
+
+
+def fold_skips_fresh_norm(norm, linear):
+    """Com γ = 1 e β = 0 não há o que dobrar: uma cópia da linear (com viés) basta."""
+    if _is_fresh(norm) and linear.bias is not None:
+        return copy.deepcopy(linear)
+    return fold_layernorm(norm, linear)
+
+
 @pytest.mark.parametrize(
-    "answer", [fold_layernorm, fold_deepcopy, fold_parameters], ids=["copy_", "deepcopy", "diag"]
+    "answer",
+    [fold_layernorm, fold_deepcopy, fold_parameters, fold_clone, fold_skips_fresh_norm],
+    ids=["copy_", "deepcopy", "diag", "clone", "copia-com-gama-1"],
 )
 def test_fold_correct_styles_pass(answer, capsys):
     _accepted(ex.check_fold_layernorm, answer, capsys)
@@ -350,7 +371,76 @@ def test_fold_shared_parameters_are_rejected(capsys):
             new.bias = linear.bias  # W β = 0: o mesmo tensor do viés original
         return new
 
-    _rejected(ex.check_fold_layernorm, shares_bias, capsys, "divide a memória")
+    _rejected(
+        ex.check_fold_layernorm,
+        shares_bias,
+        capsys,
+        "o bias novo usa a mesma memória de linear.bias",
+    )
+
+
+def _fresh_shortcut(take):
+    """Com γ = 1 e β = 0, W diag(γ) = W e W β + b = b: devolve ``take(linear)``, sem cópia."""
+
+    def answer(norm, linear):
+        if _is_fresh(norm) and linear.bias is not None:
+            return take(linear)
+        return fold_layernorm(norm, linear)
+
+    return answer
+
+
+def _linear_with(weight, bias):
+    new = nn.Linear(weight.shape[1], weight.shape[0], dtype=weight.dtype)
+    new.weight, new.bias = weight, bias
+    return new
+
+
+@pytest.mark.parametrize(
+    ("answer", "fragments"),
+    [
+        (
+            _fresh_shortcut(lambda linear: linear),
+            ["weight novo usa a mesma memória de linear.weight"],
+        ),
+        (
+            _fresh_shortcut(lambda linear: copy.copy(linear)),
+            ["weight novo usa a mesma memória de linear.weight", "bias novo usa a mesma memória"],
+        ),
+        (
+            _fresh_shortcut(
+                lambda linear: _linear_with(
+                    nn.Parameter(linear.weight.detach()), nn.Parameter(linear.bias.detach().clone())
+                )
+            ),
+            ["weight novo usa a mesma memória de linear.weight"],
+        ),
+        (
+            _fresh_shortcut(
+                lambda linear: _linear_with(
+                    nn.Parameter(linear.weight.detach().clone()), nn.Parameter(linear.bias[:])
+                )
+            ),
+            ["bias novo usa a mesma memória de linear.bias"],
+        ),
+    ],
+    ids=["a-propria-linear", "copia-rasa", "detach", "vista"],
+)
+def test_fold_shared_memory_with_gamma_one_is_rejected(answer, fragments, capsys):
+    # Com γ = 1 e β = 0 os valores conferem; só a memória dividida denuncia o atalho.
+    _rejected(ex.check_fold_layernorm, answer, capsys, "γ = 1 e β = 0", *fragments)
+
+
+def test_fold_data_multiplied_in_place_is_rejected(capsys):
+    def fold_through_data(norm, linear):
+        new = nn.Linear(linear.in_features, linear.out_features, dtype=linear.weight.dtype)
+        new.weight = nn.Parameter(linear.weight.detach())  # a mesma memória da original
+        new.weight.data *= norm.weight.detach()  # γ ≠ 1: muda também a linear original
+        with torch.no_grad():
+            new.bias.copy_(linear.weight @ _beta(norm) + _bias(linear))
+        return new
+
+    _rejected(ex.check_fold_layernorm, fold_through_data, capsys, "modificou `linear` no lugar")
 
 
 def test_fold_without_bias_is_rejected(capsys):

@@ -253,6 +253,25 @@ def test_case_generator_draws_a_new_seed_each_run():
     )
 
 
+def test_shared_memory_sees_views_and_wrapped_parameters():
+    from tpt.exercises.guards import shared_memory
+
+    w, b = nn.Parameter(torch.randn(3, 4)), nn.Parameter(torch.randn(3))
+    originals = {"linear.weight": w, "linear.bias": b}
+    received = {
+        "a": w.detach(),  # o mesmo armazenamento
+        "b": nn.Parameter(w.detach()[1:]),  # uma vista, embrulhada em Parameter
+        "c": w.detach().clone(),  # cópia: memória própria
+        "d": b.view(3, 1),
+        "e": torch.empty(0),  # vazio: não conta
+    }
+    assert shared_memory(received, originals) == [
+        ("a", "linear.weight"),
+        ("b", "linear.weight"),
+        ("d", "linear.bias"),
+    ]
+
+
 def test_checks_show_only_the_checks():
     ex = checks("attention")
     names = dir(ex)

@@ -13,7 +13,7 @@ import functools
 
 import pytest
 import torch
-from exercise_answers import run, stub  # noqa: E402
+from exercise_answers import rejected, run, stub  # noqa: E402
 from torch.nn.utils.rnn import pad_sequence
 
 import tpt
@@ -151,6 +151,59 @@ def local_unk(word, vocab):
 def test_wordpiece_typical_mistakes_are_diagnosed(answer, message, capsys):
     ok, out = run(ex.check_wordpiece, answer, capsys)
     assert ok is False and message in out
+
+
+def lowercased(word, vocab):
+    return wordpiece_while(word.lower(), vocab)
+
+
+def stripped(word, vocab):
+    return wordpiece_while(word.strip(), vocab)
+
+
+def left_stripped(word, vocab):
+    return wordpiece_while(word.lstrip(), vocab)
+
+
+def casefolded_and_stripped(word, vocab):
+    return wordpiece_while(word.strip().casefold(), vocab)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lowercased, "é o resultado de passar a palavra para minúsculas"),
+        (casefolded_and_stripped, "é o resultado de passar a palavra para minúsculas"),
+        (stripped, "é o resultado de tirar os espaços das pontas da palavra"),
+        (left_stripped, "é o resultado de tirar os espaços das pontas da palavra"),
+    ],
+)
+def test_wordpiece_normalizing_the_word_is_diagnosed(answer, message, capsys):
+    """Quem muda a caixa ou tira espaços da palavra é recusado, com a causa nomeada."""
+    out = rejected(ex.check_wordpiece, answer, capsys, message)
+    # O caso do retorno é um caso fixo (não sorteado), com a palavra que expõe o erro.
+    assert "caso sorteado" not in out, out
+
+
+def test_wordpiece_cased_and_spaced_cases_have_the_expected_pieces():
+    """Os casos fixos com maiúscula e espaço separam de fato a resposta certa das erradas."""
+    vocab = module._WORDPIECE_CASED_VOCAB
+    assert module._wordpiece("Cadeira", vocab) == ["C", "##a", "##d", "##eira"]
+    assert module._wordpiece("cadeira", vocab) == ["cad", "##eira"]
+    assert module._wordpiece("PAPA", vocab) == ["<unk>"]
+    assert module._wordpiece(" cadeira", vocab) == [" ca", "##d", "##eira"]
+    assert module._wordpiece("papa ", vocab) == ["pa", "##p", "##a "]
+    assert module._wordpiece("cadeira ", vocab) == ["<unk>"]
+    words = [word for word, _ in module._WORDPIECE_CASES]
+    assert any(word != word.lower() for word in words)
+    assert any(word != word.strip() for word in words)
+
+
+@pytest.mark.parametrize("answer", [wordpiece_while, wordpiece_recursive, wordpiece_max])
+def test_wordpiece_correct_answers_pass_the_cased_and_spaced_cases(answer):
+    """Zero falsas recusas: as respostas certas dão o esperado nos casos novos."""
+    for word, vocab in module._WORDPIECE_CASES:
+        assert answer(word, set(vocab)) == module._wordpiece(word, vocab), word
 
 
 def test_wordpiece_lookup_table_of_fixed_cases_is_rejected(capsys):

@@ -495,10 +495,12 @@ def beam_search(
     Mantém as `beam_size` melhores continuações parciais (por log-prob somada). A cada
     passo, cada feixe propõe tokens; dos 2 * beam_size melhores candidatos, os que
     terminam em `<eos>` (se estiverem entre os beam_size primeiros) viram hipóteses
-    prontas e os demais continuam. Para quando há beam_size hipóteses prontas e nenhum
-    feixe vivo, se terminasse agora, ficaria entre elas (com `length_penalty=0`, nenhum
-    poderia mais superá-las), ou após `max_len` tokens (as inacabadas entram na disputa
-    como estão).
+    prontas e os demais continuam. Para quando há beam_size hipóteses prontas e a
+    log-prob atual do melhor feixe vivo (sem `<eos>`), dividida pela penalidade do
+    comprimento atual, não passa da nota da beam_size-ésima pronta, ou após `max_len`
+    tokens (as inacabadas entram na disputa como estão). Com `length_penalty=0` a parada
+    é exata: cada token a mais soma uma log-prob <= 0, então a log-prob atual é um teto
+    para tudo o que o feixe ainda pode virar; com penalidade, é uma aproximação.
 
     As prontas são comparadas pela nota log P(Y) / lp(Y), com a penalidade de comprimento
     do GNMT lp(Y) = ((5 + |Y|) / 6) ** length_penalty (|Y| conta o `<eos>`);
@@ -578,11 +580,14 @@ def beam_search(
             if not keep_beams:
                 break
             if len(finished) >= beam_size:
-                # Para só quando o melhor feixe vivo, se terminasse agora, não entraria entre as
-                # beam_size melhores prontas. Com length_penalty=0 isso é exato (a log-prob de
-                # um feixe só diminui a cada token); com penalidade é a regra usual (a mesma do
-                # Hugging Face). Parar na beam_size-ésima pronta, sem essa conta, deixava
-                # escapar hipóteses bem mais prováveis que ainda estavam no feixe.
+                # Para só quando a log-prob atual do melhor feixe vivo (sem somar o <eos>),
+                # dividida pela penalidade do comprimento atual, não passa da beam_size-ésima
+                # melhor pronta. Com length_penalty=0 isso é exato: cada token a mais, o <eos>
+                # inclusive, soma uma log-prob <= 0, então a log-prob atual é um teto (com o
+                # <eos> somado ela não seria). Com penalidade, lp cresce com o comprimento e o
+                # teto falha: é a regra usual, aproximada (a mesma ideia do Hugging Face).
+                # Parar na beam_size-ésima pronta, sem essa conta, deixava escapar hipóteses
+                # bem mais prováveis que ainda estavam no feixe.
                 kth_best = sorted((h.score for h in finished), reverse=True)[beam_size - 1]
                 alive_best = float(max(keep_scores)) / length_penalty_gnmt(step + 1, length_penalty)
                 if alive_best <= kth_best:

@@ -7,7 +7,8 @@
    na ``nn.Linear`` seguinte: um ``nn.Linear`` novo com ``new(x̂) = linear(norm(x))``,
    x̂ a padronização sem parâmetros. A conferência aplica ela mesma ``F.linear`` com o
    ``weight`` e o ``bias`` devolvidos; regras: mesmo dtype, sempre com viés, parâmetros
-   próprios (pedem gradiente e não dividem memória com os originais).
+   próprios (pedem gradiente e não dividem memória com os originais, nem no caso
+   γ = 1, β = 0 de uma LayerNorm recém-criada, em que a dobra tem os valores da linear).
 3. :func:`check_encoder_layer_flops`: os FLOPs das multiplicações de matrizes de uma
    ``tpt.EncoderLayer`` numa sequência de ``t`` tokens, como fórmula; a conferência mede
    com ``torch.utils.flop_counter.FlopCounterMode`` em tamanhos sorteados. Regra: a
@@ -30,7 +31,13 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close
-from tpt.exercises.guards import call_answer, case_generator, check_gradients, randint
+from tpt.exercises.guards import (
+    call_answer,
+    case_generator,
+    check_gradients,
+    randint,
+    shared_memory,
+)
 from tpt.exercises.rules import record_ops
 from tpt.feedforward import FeedForward
 from tpt.layers import EncoderLayer
@@ -158,12 +165,24 @@ def check_ffn_as_convolution(ffn_conv: Callable[[Tensor, FeedForward], Tensor]) 
 # Exercício 2: dobrar a LayerNorm na linear seguinte
 # --------------------------------------------------------------------------------------
 def _fold_cases(generator: torch.Generator, seed: int) -> list[tuple[Any, ...]]:
-    """(d, n, classe da norma, norma com β, linear com viés, dtype, descrição)."""
+    """(d, n, classe da norma, norma com β, linear com viés, dtype, γ = 1 e β = 0, descrição)."""
     cases: list[tuple[Any, ...]] = [
-        (8, 8, nn.LayerNorm, True, True, torch.float32, "caso fixo com n = d"),
-        (6, 10, LayerNorm, True, False, torch.float32, "caso fixo com uma linear sem viés"),
-        (5, 7, nn.LayerNorm, False, True, torch.float32, "caso fixo com uma LayerNorm sem β"),
-        (4, 3, LayerNorm, True, True, torch.float64, "caso fixo em float64"),
+        (8, 8, nn.LayerNorm, True, True, torch.float32, False, "caso fixo com n = d"),
+        (6, 10, LayerNorm, True, False, torch.float32, False, "caso fixo com uma linear sem viés"),
+        (
+            5,
+            7,
+            nn.LayerNorm,
+            False,
+            True,
+            torch.float32,
+            False,
+            "caso fixo com uma LayerNorm sem β",
+        ),
+        (4, 3, LayerNorm, True, True, torch.float64, False, "caso fixo em float64"),
+        # A norma como sai do construtor: a dobra tem os valores da linear original, e um
+        # atalho que devolve os tensores dela (em vez de cópias) dá o número certo.
+        (6, 5, nn.LayerNorm, True, True, torch.float32, True, "caso fixo com γ = 1 e β = 0"),
     ]
     for _ in range(2):
         d = randint(generator, 2, 12)
@@ -175,20 +194,25 @@ def _fold_cases(generator: torch.Generator, seed: int) -> list[tuple[Any, ...]]:
                 bool(randint(generator, 0, 3)),
                 bool(randint(generator, 0, 3)),
                 torch.float32,
+                False,
                 f"caso sorteado (semente {seed})",
             )
         )
     return cases
 
 
-def _fold_modules(d, n, norm_cls, norm_bias, linear_bias, dtype, generator):
-    """Uma LayerNorm com γ e β longe de 1 e 0 e uma linear d -> n, pesos sorteados."""
+def _fold_modules(d, n, norm_cls, norm_bias, linear_bias, dtype, fresh, generator):
+    """Uma LayerNorm e uma linear d -> n de pesos sorteados.
+
+    γ e β longe de 1 e 0, ou, com ``fresh``, os do construtor: γ = 1 e β = 0.
+    """
     norm = norm_cls(d, eps=1e-5, bias=norm_bias).to(dtype)
     linear = nn.Linear(d, n, bias=linear_bias, dtype=dtype)
     with torch.no_grad():
-        norm.weight.copy_(1 + 0.5 * torch.randn(d, generator=generator, dtype=dtype))
-        if norm.bias is not None:
-            norm.bias.copy_(0.5 * torch.randn(d, generator=generator, dtype=dtype))
+        if not fresh:
+            norm.weight.copy_(1 + 0.5 * torch.randn(d, generator=generator, dtype=dtype))
+            if norm.bias is not None:
+                norm.bias.copy_(0.5 * torch.randn(d, generator=generator, dtype=dtype))
         linear.weight.copy_(torch.randn(n, d, generator=generator, dtype=dtype) / d**0.5)
         if linear.bias is not None:
             linear.bias.copy_(0.5 * torch.randn(n, generator=generator, dtype=dtype))
@@ -259,23 +283,22 @@ def _type_name(value: Any) -> str:
     return f"{module}.{kind.__qualname__}"
 
 
-def _shares_memory(tensor: Tensor, others: list[Tensor]) -> bool:
-    ptr = tensor.untyped_storage().data_ptr()
-    return any(ptr == o.untyped_storage().data_ptr() for o in others)
-
-
 @exercise("Exercício 2 (dobrar a LayerNorm na linear)")
 def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
     """``fold_layernorm(norm, linear) -> nn.Linear`` com ``new(x̂) = linear(norm(x))``."""
     generator, seed = case_generator()
     with torch.random.fork_rng(devices=[]):
-        for d, n, norm_cls, norm_bias, linear_bias, dtype, label in _fold_cases(generator, seed):
+        for d, n, norm_cls, norm_bias, linear_bias, dtype, fresh, label in _fold_cases(
+            generator, seed
+        ):
             where = (
                 f"No {label} ({'tpt' if norm_cls is LayerNorm else 'nn'}.LayerNorm({d}) "
                 f"{'com' if norm_bias else 'sem'} β, nn.Linear({d}, {n}) "
                 f"{'com' if linear_bias else 'sem'} viés, {str(dtype).replace('torch.', '')})"
             )
-            norm, linear = _fold_modules(d, n, norm_cls, norm_bias, linear_bias, dtype, generator)
+            norm, linear = _fold_modules(
+                d, n, norm_cls, norm_bias, linear_bias, dtype, fresh, generator
+            )
             new = call_answer(
                 fold_layernorm,
                 {"norm": norm, "linear": linear},
@@ -313,7 +336,6 @@ def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
                 f"linear original é {str(dtype).replace('torch.', '')}: crie-o com "
                 "dtype=linear.weight.dtype (uma conversão não muda a precisão do modelo).",
             )
-            originals = [p.detach() for p in (*norm.parameters(), *linear.parameters())]
             for name in ("weight", "bias"):
                 param = getattr(new, name)
                 expect(
@@ -322,12 +344,25 @@ def check_fold_layernorm(fold_layernorm: Callable[..., Any]) -> None:
                     f"(requires_grad={param.requires_grad}); a camada dobrada continua "
                     "treinável, como qualquer nn.Linear.",
                 )
-                expect(
-                    not _shares_memory(param, originals),
-                    f"{where}, o {name} novo divide a memória com um parâmetro da norma ou da "
-                    "linear original: treinar a camada nova mudaria a antiga. Copie os "
-                    "valores (.clone() ou copy_ num tensor novo).",
+            originals = {
+                **{f"norm.{k}": v for k, v in norm.named_parameters()},
+                **{f"linear.{k}": v for k, v in linear.named_parameters()},
+            }
+            shared = shared_memory({"weight": new.weight, "bias": new.bias}, originals)
+            expect(
+                not shared,
+                f"{where}, "
+                + " e ".join(f"o {name} novo usa a mesma memória de {old}" for name, old in shared)
+                + ": treinar a camada nova mudaria a antiga. "
+                + (
+                    "Neste caso a dobra tem os valores da linear original (W diag(γ) = W e "
+                    "W β + b = b), mas o nn.Linear novo precisa de tensores próprios. "
+                    if fresh
+                    else ""
                 )
+                + "Grave os valores no nn.Linear novo (copy_ sob torch.no_grad()) ou use "
+                ".clone().",
+            )
             x = 3 * torch.randn(2, 5, d, generator=generator, dtype=dtype) + 1  # (b, t, d)
             z = F.layer_norm(x, (d,), eps=norm.eps)  # (b, t, d): x̂, sem γ e β
             with torch.no_grad():

@@ -63,6 +63,7 @@ __all__ = [
     "Snapshot",
     "sandbox",
     "allow_callback",
+    "shared_memory",
 ]
 
 
@@ -365,6 +366,38 @@ def expect_finite_gradient(
         f"{where}, a saída confere, mas o gradiente em relação a `{name}` tem NaN ou "
         f"infinito (nas linhas {rows.nonzero().squeeze(1).tolist()}): {hint}"
     )
+
+
+def shared_memory(
+    received: Mapping[str, Tensor], originals: Mapping[str, Tensor]
+) -> list[tuple[str, str]]:
+    """Os tensores de ``received`` que usam a memória de algum tensor de ``originals``.
+
+    Devolve pares ``(nome recebido, nome original)``, na ordem de ``received``. Compara o
+    armazenamento (``untyped_storage``), não o objeto: ``w.detach()``, ``w[:]``,
+    ``w.view(...)`` e ``nn.Parameter(w)`` usam a memória de ``w``, e treinar um mudaria o
+    outro. Tensores vazios não contam (não guardam nada).
+    """
+
+    def storage(tensor: Tensor) -> int | None:
+        if not isinstance(tensor, Tensor) or tensor.numel() == 0:
+            return None
+        try:
+            return tensor.untyped_storage().data_ptr()
+        except (RuntimeError, NotImplementedError):  # tensores sem memória própria
+            return None
+
+    owners: dict[int, str] = {}
+    for name, tensor in originals.items():
+        ptr = storage(tensor)
+        if ptr is not None:
+            owners.setdefault(ptr, name)
+    shared = []
+    for name, tensor in received.items():
+        ptr = storage(tensor)
+        if ptr is not None and ptr in owners:
+            shared.append((name, owners[ptr]))
+    return shared
 
 
 # --------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from tpt.attention import MultiHeadAttention
 from tpt.exercises.core import ExerciseError, exercise, expect, expect_close, max_abs_diff
-from tpt.exercises.guards import call_answer, case_generator
+from tpt.exercises.guards import call_answer, case_generator, shared_memory
 from tpt.exercises.rules import record_ops
 from tpt.numfmt import fmt
 
@@ -55,10 +55,6 @@ _ATOL = 1e-5
 
 def _has_bias(mha: MultiHeadAttention) -> bool:
     return mha.qkv_proj.bias is not None
-
-
-def _storages(module: torch.nn.Module) -> set[int]:
-    return {t.untyped_storage().data_ptr() for t in module.state_dict().values() if t.numel()}
 
 
 # ======================================================================================
@@ -114,12 +110,7 @@ def _expect_new_module(
         f"{where}, {', '.join(frozen)} do módulo devolvido tem requires_grad=False: o módulo "
         "novo precisa ser treinável como o original.",
     )
-    originals = _storages(original)
-    shared = [
-        name
-        for name, value in state.items()
-        if value.numel() and value.untyped_storage().data_ptr() in originals
-    ]
+    shared = [name for name, _ in shared_memory(state, original.state_dict())]
     expect(
         not shared,
         f"{where}, o módulo devolvido usa a mesma memória do original em {', '.join(shared)}: "

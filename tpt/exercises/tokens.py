@@ -134,6 +134,10 @@ _WORDPIECE_VOCAB = {
     "##s",
 }
 
+# Pedaços com maiúscula e com espaço: a palavra entra como veio, sem normalização. Quem
+# passa a palavra para minúsculas ou tira os espaços das pontas encontra outros pedaços.
+_WORDPIECE_CASED_VOCAB = _WORDPIECE_VOCAB | {"C", "P", "##A", " ca", "##a "}
+
 _WORDPIECE_CASES: list[tuple[str, set[str]]] = [
     ("cadeira", _WORDPIECE_VOCAB),  # cad + ##eira: o mais longo, não c + ##a + ...
     ("pão", _WORDPIECE_VOCAB),  # pa? não: "pã" não existe, então p + ##ão
@@ -142,6 +146,13 @@ _WORDPIECE_CASES: list[tuple[str, set[str]]] = [
     ("cadex", _WORDPIECE_VOCAB),  # "x" não existe: a palavra inteira vira <unk>
     ("eira", _WORDPIECE_VOCAB),  # no começo não há "##": ei + ##ra
     ("", _WORDPIECE_VOCAB),  # palavra vazia: nenhum pedaço
+    # A caixa importa: "C" é outro pedaço que "c" (em minúsculas daria cad + ##eira).
+    ("Cadeira", _WORDPIECE_CASED_VOCAB),  # C + ##a + ##d + ##eira
+    ("PAPA", _WORDPIECE_CASED_VOCAB),  # P + ##A + <unk>: sem "##P", a palavra inteira
+    # Os espaços importam: " ca" e "##a " são pedaços do vocabulário, com o espaço.
+    (" cadeira", _WORDPIECE_CASED_VOCAB),  # " ca" + ##d + ##eira (sem o espaço: cad + ##eira)
+    ("papa ", _WORDPIECE_CASED_VOCAB),  # pa + ##p + "##a " (sem o espaço: pa + ##p + ##a)
+    ("cadeira ", _WORDPIECE_CASED_VOCAB),  # "##eira " não existe: <unk>
 ]
 
 
@@ -200,6 +211,18 @@ def check_wordpiece(wordpiece_tokenize: Callable[[str, set[str]], list[str]]) ->
                     f"é o resultado de trocar só o caractere sem pedaço por {UNK_TOKEN!r} e "
                     f"seguir; no WordPiece, a palavra inteira vira [{UNK_TOKEN!r}].",
                     _wordpiece(word, vocab, local_unk=True),
+                ),
+                (
+                    "é o resultado de passar a palavra para minúsculas; a caixa faz parte "
+                    "do pedaço ('C' e 'c' são pedaços diferentes no vocabulário), então "
+                    "procure a palavra como ela veio.",
+                    _wordpiece(word.lower(), vocab),
+                ),
+                (
+                    "é o resultado de tirar os espaços das pontas da palavra (strip); o "
+                    "espaço faz parte da palavra recebida e dos pedaços do vocabulário, "
+                    "então procure a palavra como ela veio.",
+                    _wordpiece(word.strip(), vocab),
                 ),
             ],
         )
