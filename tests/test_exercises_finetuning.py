@@ -504,6 +504,24 @@ def test_lora_refuses_the_library(capsys):
     rejected(ex.check_lora_forward, library, capsys, "código pronto do tpt", "LoRALinear")
 
 
+def test_labels_refuse_the_library(capsys):
+    def library(ids, prompt_lengths, pad_id):  # os rótulos do lote de instruções do tpt
+        from tpt.data.number_text import _lm_batch
+
+        rows = [([tok for tok in row if tok != pad_id], n)
+                for row, n in zip(ids.tolist(), prompt_lengths.tolist(), strict=True)]
+        targets = _lm_batch(rows, pad_id)["targets"]
+        out = torch.full(ids.shape, -100, dtype=torch.long)
+        out[:, : targets.shape[1]] = targets
+        return out
+
+    # Sem a guarda, a resposta estaria certa: os rótulos são os mesmos da referência.
+    ids = torch.tensor([[5, 6, 7, 8, 9, 2, 0, 0], [5, 7, 4, 4, 2, 0, 0, 0]])
+    lengths = torch.tensor([3, 2])
+    assert torch.equal(library(ids, lengths, 0), labels_vectorized(ids, lengths, 0))
+    rejected(ex.check_instruction_labels, library, capsys, "código pronto do tpt", "_lm_batch")
+
+
 def test_pool_refuses_the_library(capsys):
     rejected(
         ex.check_last_token_pool,

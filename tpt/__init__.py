@@ -19,7 +19,8 @@ módulo                   notebook
 ``tpt.train``            08_encoder_decoder, 09_geracao
 ``tpt.generation``       09_geracao
 ``tpt.kv_cache``         09_geracao (``KVCache``, ``kv_cache_bytes``), 10_transformers_modernos
-``tpt.data``             dados do curso (números por extenso, corpus)
+``tpt.data``             dados do curso (números por extenso, corpus; o texto de
+                         pré-treino e os pares de instrução dos números: 12_ajuste_fino)
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
 ``tpt.hf``               11_do_tpt_ao_hugging_face (``to_hf``, ``from_hf``; só ele
@@ -48,10 +49,16 @@ from tpt.data import (
     corpus_splits,
     corpus_stats,
     download_text,
+    instruction_batch,
+    instruction_pair,
+    instruction_vocab,
     load_corpus,
     make_number_splits,
     number_batches,
     number_to_words,
+    pretraining_batch,
+    pretraining_sequence,
+    write_numbers,
 )
 from tpt.device import get_device, seed_everything
 from tpt.embedding import TokenEmbedding
@@ -186,6 +193,13 @@ __all__ = [
     "corpus_splits",
     "corpus_stats",
     "download_text",
+    # os números como texto de um só-decoder: pré-treino e instruções (notebook 12)
+    "pretraining_sequence",
+    "pretraining_batch",
+    "instruction_vocab",
+    "instruction_pair",
+    "instruction_batch",
+    "write_numbers",
     "train",
     "evaluate_loss",
     "seq2seq_loss",
