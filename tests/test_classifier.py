@@ -140,3 +140,58 @@ def test_gradients_reach_the_body_and_the_head():
 def test_bad_inputs_raise_in_portuguese(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_pool_mean_averages_only_the_real_tokens():
+    pad = tpt.PAD_ID
+    ids = torch.tensor([[5, 6, 7, pad], [pad, pad, 5, 6], [5, 6, 7, 8]])
+    hidden = torch.arange(3 * 4 * 2.0).reshape(3, 4, 2)
+    expected = torch.stack([hidden[0, :3].mean(0), hidden[1, 2:].mean(0), hidden[2].mean(0)])
+    assert torch.equal(tpt.pool_mean(hidden, ids), expected)
+    # Trocar os vetores das posições de <pad> não muda nada.
+    noisy = hidden.clone()
+    noisy[ids == pad] = 1e6
+    assert torch.equal(tpt.pool_mean(noisy, ids), expected)
+    assert tpt.pool_mean(hidden, ids, pad_id=7)[0].tolist() == hidden[0, [0, 1, 3]].mean(0).tolist()
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_mean_pooling_classifier_ignores_right_and_masked_left_padding(case):
+    clf = tpt.GPTClassifier(_gpt(case), 3, pooling="mean").double().eval()
+    g = torch.Generator().manual_seed(5)
+    texts = [torch.randint(1, clf.gpt.config.vocab_size, (n,), generator=g) for n in (3, 6, 4)]
+    t = max(len(x) for x in texts)
+    right = torch.stack([torch.cat([x, x.new_full((t - len(x),), tpt.PAD_ID)]) for x in texts])
+    with torch.no_grad():
+        alone = torch.cat([clf(x[None]) for x in texts])
+        assert _max_diff(clf(right), alone) <= 1e-12
+        hidden = clf.gpt.hidden_states(right)
+        assert torch.equal(clf(right), clf.score(tpt.pool_mean(hidden, right)))
+    assert "pooling='mean'" in repr(clf) and "pooling" not in repr(tpt.GPTClassifier(_gpt(0), 2))
+
+
+def test_mean_pooling_gradient_reaches_every_real_position_and_no_pad():
+    hidden = torch.randn(2, 5, 3, requires_grad=True)
+    ids = torch.tensor([[4, 5, 6, 0, 0], [4, 5, 6, 7, 8]])
+    tpt.pool_mean(hidden, ids).sum().backward()
+    assert torch.allclose(hidden.grad[0, :3], torch.full((3, 3), 1 / 3))
+    assert not hidden.grad[0, 3:].any()
+    assert torch.allclose(hidden.grad[1], torch.full((5, 3), 1 / 5))
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        (lambda: tpt.GPTClassifier(_gpt(0), 2, pooling="max"), ValueError,
+         r"pooling='max' deve ser 'last'"),
+        (lambda: tpt.pool_mean(torch.ones(2, 3, 4), torch.tensor([[0, 0, 0], [1, 1, 1]])),
+         ValueError, r"as linhas \[0\] de ids só têm <pad>"),
+        (lambda: tpt.pool_mean(torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long)),
+         ValueError, r"hidden deve ter forma \(b, t, d\)"),
+        (lambda: tpt.pool_mean(torch.ones(2, 4, 5), torch.ones(2, 3, dtype=torch.long)),
+         ValueError, "mesmos"),
+    ],
+)
+def test_mean_pooling_bad_inputs_raise_in_portuguese(call, error, match):
+    with pytest.raises(error, match=match):
+        call()

@@ -363,3 +363,13 @@ def test_parameter_map_leaves_the_adapters_out():
     assert hf.parameter_map(model) == expected
     with pytest.raises(TypeError, match="passe clf.gpt"):
         hf.parameter_map(tpt.GPTClassifier(model, 2))
+
+
+def test_mean_pooling_has_no_transformers_equivalent():
+    kwargs, *_ = _drawn(5, "llama")
+    clf = tpt.GPTClassifier(_model(5, kwargs), 2, pooling="mean")
+    with pytest.raises(ValueError, match="to_hf: o GPTClassifier usa pooling='mean'"):
+        hf.to_hf(clf)
+    tpt.add_lora(clf, 2, 2.0, ("q",))
+    with pytest.raises(ValueError, match="to_peft: o GPTClassifier usa pooling='mean'"):
+        hf.to_peft(clf)

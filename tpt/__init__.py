@@ -19,7 +19,8 @@ módulo                   notebook
 ``tpt.train``            08_encoder_decoder, 09_geracao
 ``tpt.generation``       09_geracao
 ``tpt.kv_cache``         09_geracao (``KVCache``, ``kv_cache_bytes``), 10_transformers_modernos
-``tpt.data``             dados do curso (números por extenso, corpus)
+``tpt.data``             dados do curso (números por extenso, corpus; o texto de
+                         pré-treino e os pares de instrução dos números: 12_ajuste_fino)
 ``tpt.plot``             figuras de todos os notebooks
 ``tpt.numfmt``           números em pt-BR (``fmt``) e ``compare`` (todos)
 ``tpt.hf``               11_do_tpt_ao_hugging_face (``to_hf``, ``from_hf``; só ele
@@ -27,6 +28,9 @@ módulo                   notebook
                          12_ajuste_fino (``to_peft``, ``from_peft``, o classificador)
 ``tpt.classifier``       12_ajuste_fino (``GPTClassifier``, ``last_token_index``)
 ``tpt.lora``             12_ajuste_fino (``LoRALinear``, ``add_lora``, ``merge_lora``)
+``tpt.scoring``          12_ajuste_fino (``sequence_loss``, ``fit_threshold``,
+                         ``balanced_accuracy``, ``linear_probe``,
+                         ``bootstrap_interval``)
 =======================  ===============================================
 
 Convenções: tensores com o lote primeiro ``(b, t, d)``; máscaras booleanas com
@@ -37,7 +41,7 @@ from __future__ import annotations
 
 from tpt import hf, plot, version
 from tpt.attention import MultiHeadAttention, scaled_dot_product_attention
-from tpt.classifier import GPTClassifier, last_token_index, pool_last_token
+from tpt.classifier import GPTClassifier, last_token_index, pool_last_token, pool_mean
 from tpt.data import (
     NumbersDataset,
     NumberVocab,
@@ -45,10 +49,16 @@ from tpt.data import (
     corpus_splits,
     corpus_stats,
     download_text,
+    instruction_batch,
+    instruction_pair,
+    instruction_vocab,
     load_corpus,
     make_number_splits,
     number_batches,
     number_to_words,
+    pretraining_batch,
+    pretraining_sequence,
+    write_numbers,
 )
 from tpt.device import get_device, seed_everything
 from tpt.embedding import TokenEmbedding
@@ -71,6 +81,13 @@ from tpt.positional import (
     apply_rope,
     pe_rotation,
     sinusoidal_encoding,
+)
+from tpt.scoring import (
+    balanced_accuracy,
+    bootstrap_interval,
+    fit_threshold,
+    linear_probe,
+    sequence_loss,
 )
 from tpt.tokenizer import (
     BOS_ID,
@@ -154,11 +171,17 @@ __all__ = [
     "GPTClassifier",
     "last_token_index",
     "pool_last_token",
+    "pool_mean",
     "LoRALinear",
     "add_lora",
     "merge_lora",
     "unmerge_lora",
     "lora_parameters",
+    "sequence_loss",
+    "fit_threshold",
+    "balanced_accuracy",
+    "linear_probe",
+    "bootstrap_interval",
     # dados, treino e geração
     "number_to_words",
     "NumberVocab",
@@ -170,6 +193,13 @@ __all__ = [
     "corpus_splits",
     "corpus_stats",
     "download_text",
+    # os números como texto de um só-decoder: pré-treino e instruções (notebook 12)
+    "pretraining_sequence",
+    "pretraining_batch",
+    "instruction_vocab",
+    "instruction_pair",
+    "instruction_batch",
+    "write_numbers",
     "train",
     "evaluate_loss",
     "seq2seq_loss",

@@ -488,6 +488,14 @@ def _unmerged_lora(model: nn.Module) -> list[LoRALinear]:
     return [m for m in model.modules() if isinstance(m, LoRALinear) and not m.merged]
 
 
+def _refuse_mean_pooling(model: nn.Module, where: str) -> None:
+    if isinstance(model, GPTClassifier) and model.pooling != "last":
+        raise ValueError(
+            f"{where}: o GPTClassifier usa pooling={model.pooling!r}, e o "
+            "LlamaForSequenceClassification só lê o último token real (pooling='last')"
+        )
+
+
 @torch.no_grad()
 def to_hf(model: GPT | GPTClassifier) -> PreTrainedModel:
     """Converte um ``tpt.GPT`` ou ``tpt.GPTClassifier`` num modelo do ``transformers``.
@@ -509,6 +517,7 @@ def to_hf(model: GPT | GPTClassifier) -> PreTrainedModel:
         raise TypeError(
             f"to_hf espera um tpt.GPT ou tpt.GPTClassifier; recebi {type(model).__name__}"
         )
+    _refuse_mean_pooling(model, "to_hf")
     if _unmerged_lora(model):
         raise ValueError(
             "o modelo tem LoRA não fundida: to_hf exportaria só os pesos congelados. Use "
@@ -913,6 +922,7 @@ def to_peft(model: GPT | GPTClassifier) -> PeftModel:
             f"to_peft espera um tpt.GPT ou tpt.GPTClassifier com LoRA; recebi "
             f"{type(model).__name__}"
         )
+    _refuse_mean_pooling(model, "to_peft")
     lora = [m for m in model.modules() if isinstance(m, LoRALinear)]
     if not lora:
         raise ValueError("to_peft: o modelo não tem LoRA (use tpt.add_lora antes)")
