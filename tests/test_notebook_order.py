@@ -3,6 +3,7 @@ curso acabou (o programa pede o link; o 11 dizia "Fim do curso" com o 12 já no 
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_the_course_has_its_twelve_notebooks_in_order():
 
 
 @pytest.mark.parametrize(
-    ("current", "following"), list(zip(NOTEBOOKS, NOTEBOOKS[1:])), ids=lambda p: p.stem
+    ("current", "following"), list(itertools.pairwise(NOTEBOOKS)), ids=lambda p: p.stem
 )
 def test_each_notebook_ends_with_a_link_to_the_next(current, following):
     last = _last_markdown(current)
@@ -44,7 +45,9 @@ def test_each_notebook_ends_with_a_link_to_the_next(current, following):
     text, target = match.groups()
     assert target == following.name, f"{current.name} aponta para {target}, não {following.name}"
     title = _title(following)
-    assert text in (title, title.split(":")[0]), f"{current.name}: '{text}' não é o título '{title}'"
+    assert text in (title, title.split(":")[0]), (
+        f"{current.name}: '{text}' não é o título '{title}'"
+    )
     assert "Fim do curso" not in last
 
 

@@ -82,7 +82,9 @@ def test_instruction_batch_matches_the_exercise_reference(mask_prompt):
         lengths = torch.zeros_like(lengths)
     reference = _labels(batch["input_ids"], lengths, vocab.pad_id)
     assert torch.equal(batch["targets"], reference)
-    if not mask_prompt:  # sem a máscara, o pedido também é cobrado (menos o <bos>, que ninguém prevê)
+    if (
+        not mask_prompt
+    ):  # sem a máscara, o pedido também é cobrado (menos o <bos>, que ninguém prevê)
         assert batch["targets"][1, 0].item() == vocab.stoi["Escreva"]
 
 
@@ -102,9 +104,20 @@ def test_pretraining_batch_matches_the_shift():
 def test_batches_train_a_gpt():
     vocab = instruction_vocab()
     torch.manual_seed(0)
-    model = tpt.GPT(tpt.GPTConfig(vocab_size=vocab.vocab_size, max_len=32, embed_dim=16, num_heads=2,
-                                  num_layers=1, positional="rope"))
-    for batch in (pretraining_batch([3, 45, 678901], vocab), instruction_batch([3, 45, 678901], vocab)):
+    model = tpt.GPT(
+        tpt.GPTConfig(
+            vocab_size=vocab.vocab_size,
+            max_len=32,
+            embed_dim=16,
+            num_heads=2,
+            num_layers=1,
+            positional="rope",
+        )
+    )
+    for batch in (
+        pretraining_batch([3, 45, 678901], vocab),
+        instruction_batch([3, 45, 678901], vocab),
+    ):
         loss = tpt.lm_loss(model, batch)
         assert torch.isfinite(loss)
         loss.backward()
@@ -149,8 +162,16 @@ def test_write_numbers_reads_up_to_eos():
 def test_write_numbers_matches_generate():
     vocab = instruction_vocab()
     torch.manual_seed(0)
-    model = tpt.GPT(tpt.GPTConfig(vocab_size=vocab.vocab_size, max_len=32, embed_dim=16, num_heads=2,
-                                  num_layers=1, positional="rope"))
+    model = tpt.GPT(
+        tpt.GPTConfig(
+            vocab_size=vocab.vocab_size,
+            max_len=32,
+            embed_dim=16,
+            num_heads=2,
+            num_layers=1,
+            positional="rope",
+        )
+    )
     numbers = [7, 1234, 56, 999999, 1234]
     got = write_numbers(model, numbers, vocab, max_new_tokens=5)
     assert len(got) == len(numbers) and got[1] == got[4]
@@ -200,6 +221,12 @@ def test_tensor_of_numbers_is_accepted():
 
 
 def test_exported_at_top_level():
-    for name in ("pretraining_sequence", "pretraining_batch", "instruction_vocab", "instruction_pair",
-                 "instruction_batch", "write_numbers"):
+    for name in (
+        "pretraining_sequence",
+        "pretraining_batch",
+        "instruction_vocab",
+        "instruction_pair",
+        "instruction_batch",
+        "write_numbers",
+    ):
         assert getattr(tpt, name) is getattr(tpt.data, name)

@@ -94,7 +94,9 @@ def _check_numbers(numbers: Any) -> list[int]:
     return [_check_number(n, "número") for n in numbers]
 
 
-def pretraining_sequence(n: int, vocab: NumberVocab | None = None, *, parts: str = "both") -> list[int]:
+def pretraining_sequence(
+    n: int, vocab: NumberVocab | None = None, *, parts: str = "both"
+) -> list[int]:
     """Ids do texto de pré-treino de `n`: `<bos> 1 2 3 4 mil duzentos ... <eos>`.
 
     `parts="both"` (padrão) escreve os algarismos e depois as palavras; `"digits"` só os
@@ -119,7 +121,12 @@ def instruction_pair(n: int, vocab: NumberVocab | None = None) -> tuple[list[int
     """
     vocab = _check_vocab(vocab, instruction=True)
     instruction = [vocab.stoi[w] for w in INSTRUCTION_WORDS[:-1]]
-    prompt = [vocab.bos_id, *instruction, *vocab.encode_source(n), vocab.stoi[INSTRUCTION_WORDS[-1]]]
+    prompt = [
+        vocab.bos_id,
+        *instruction,
+        *vocab.encode_source(n),
+        vocab.stoi[INSTRUCTION_WORDS[-1]],
+    ]
     return prompt, [*vocab.encode_target(n), vocab.eos_id]
 
 
@@ -191,8 +198,9 @@ def write_numbers(
     1 2 3 4 =`); `prompt="digits"`: o começo do texto de pré-treino (`<bos> 1 2 3 4`).
     Devolve um texto por número, na ordem de `numbers`, com o que veio depois do prompt
     até o primeiro `<eos>` (ou até `max_new_tokens` tokens), decodificado por
-    `vocab.decode` sem pular os especiais (um `<pad>` gerado fica no texto). Os prompts do mesmo comprimento vão no mesmo lote `(b, p)`, sem
-    `<pad>`. Compare com `tpt.number_to_words(n)` para o acerto exato.
+    `vocab.decode` sem pular os especiais (um `<pad>` gerado fica no texto). Os prompts
+    do mesmo comprimento vão no mesmo lote `(b, p)`, sem `<pad>`. Compare com
+    `tpt.number_to_words(n)` para o acerto exato.
     """
     from tpt.generation import generate  # aqui: tpt.generation é carregado depois de tpt.data
 
