@@ -101,19 +101,23 @@ def test_pretraining_batch_matches_the_shift():
     assert (targets[0, 3:] == IGNORE_INDEX).all()
 
 
+def _tiny_gpt(vocab) -> tpt.GPT:
+    """Um só-decoder de uma camada, semeado, com o vocabulário dos números."""
+    torch.manual_seed(0)
+    config = tpt.GPTConfig(
+        vocab_size=vocab.vocab_size,
+        max_len=32,
+        embed_dim=16,
+        num_heads=2,
+        num_layers=1,
+        positional="rope",
+    )
+    return tpt.GPT(config)
+
+
 def test_batches_train_a_gpt():
     vocab = instruction_vocab()
-    torch.manual_seed(0)
-    model = tpt.GPT(
-        tpt.GPTConfig(
-            vocab_size=vocab.vocab_size,
-            max_len=32,
-            embed_dim=16,
-            num_heads=2,
-            num_layers=1,
-            positional="rope",
-        )
-    )
+    model = _tiny_gpt(vocab)
     for batch in (
         pretraining_batch([3, 45, 678901], vocab),
         instruction_batch([3, 45, 678901], vocab),
@@ -161,17 +165,7 @@ def test_write_numbers_reads_up_to_eos():
 
 def test_write_numbers_matches_generate():
     vocab = instruction_vocab()
-    torch.manual_seed(0)
-    model = tpt.GPT(
-        tpt.GPTConfig(
-            vocab_size=vocab.vocab_size,
-            max_len=32,
-            embed_dim=16,
-            num_heads=2,
-            num_layers=1,
-            positional="rope",
-        )
-    )
+    model = _tiny_gpt(vocab)
     numbers = [7, 1234, 56, 999999, 1234]
     got = write_numbers(model, numbers, vocab, max_new_tokens=5)
     assert len(got) == len(numbers) and got[1] == got[4]
