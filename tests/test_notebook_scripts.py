@@ -121,6 +121,22 @@ def test_rebuild_keeps_the_outputs_when_nothing_but_timings_changed():
     assert "1,5" in cell.outputs[0]["text"]  # nenhum diff no git
 
 
+def _table_cell(row: str):
+    cell = nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nprint(tabela)", id="tabela")
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=row)]
+    return cell
+
+
+def test_a_timing_table_whose_columns_changed_width_counts_as_the_same_run():
+    # Alinhada à direita, a coluna muda de largura com o número (o 04 regravado duas vezes).
+    old = _table_cell("b=8 | 486,759 ms |   139,576 ms | 2,72×\n")
+    new = _table_cell("b=8 |  106,281 ms |    39,091 ms | 2,69×\n")
+    assert _rebuild(old, new).outputs[0]["text"] == old.outputs[0]["text"]
+    # Uma palavra a mais não é alinhamento: a execução nova fica.
+    changed = _table_cell("b=8 | 106,281 ms | 39,091 ms | 2,69× (outra)\n")
+    assert "outra" in _rebuild(old, changed).outputs[0]["text"]
+
+
 def _drawn_by_its_code(cell):
     from notebook_tools import FIGURE_SOURCE_KEY, source_digest
 
